@@ -5,3 +5,6 @@
 #include <liere/lie/exp.hpp>
 #include <liere/lie/hat.hpp>
 #include <liere/lie/log.hpp>
+#include <liere/pe/blocks.hpp>
+#include <liere/pe/liere.hpp>
+#include <liere/pe/rotation_table.hpp>

@@ -79,13 +79,14 @@ inline double sinc(double x) {
 
 // The scaled matrix X = A/2^s and its powers X², X³ for the degree-18 scheme; returns s, or −1 when A is
 // not finite. The first scaling uses ‖A‖ (an upper bound of α) so that no power can overflow; s is then
-// lowered to the one α asks for and the powers are rescaled exactly by powers of two.
+// lowered to the one α asks for and the powers are rescaled exactly by powers of two. Returns −2 for A = 0.
 template <class M>
 int scale_for_t18(const M& a, M& x, M& x2, M& x3) {
   using W = typename M::Scalar;
   constexpr double theta = t18_theta<W>();
   const double n1 = norm_1inf(a);
   if (!std::isfinite(n1)) return -1;
+  if (n1 == 0.0) return -2;  // A = 0: exp(A) = I exactly
   const int s0 = n1 > theta ? int(std::ceil(std::log2(n1 / theta))) : 0;
   x = a * W(std::ldexp(1.0, -s0));
   mul(x2, x, x);
@@ -145,6 +146,10 @@ void expm_ss(const M& a, M& r, T18Work<M>& w) {
   using W = typename M::Scalar;
   const Eigen::Index n = a.rows();
   const int s = scale_for_t18(a, w.x, w.x2, w.x3);
+  if (s == -2) {
+    r.setIdentity(n, n);
+    return;
+  }
   if (s < 0) {
     r.setConstant(n, n, std::numeric_limits<W>::quiet_NaN());
     return;
@@ -186,6 +191,11 @@ void expm_frechet_ss(const M& a, const M& e, M& r, M& l, T18Work<M>& w) {
   using W = typename M::Scalar;
   const Eigen::Index n = a.rows();
   const int s = scale_for_t18(a, w.x, w.x2, w.x3);
+  if (s == -2 && e.allFinite()) {  // A = 0: R = I, L(0, E) = E
+    r.setIdentity(n, n);
+    l = e;
+    return;
+  }
   if (s < 0 || !e.allFinite()) {
     r.setConstant(n, n, std::numeric_limits<W>::quiet_NaN());
     l.setConstant(n, n, std::numeric_limits<W>::quiet_NaN());
@@ -325,7 +335,7 @@ void exp_backward(const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DG>& d
     using std::sin;
     const double w = (double(a(0, 1)) - double(a(1, 0))) / 2, c = cos(w), s = sin(w), sn = detail::sinc(w);
     const double g0 = (double(dr(0, 0)) + double(dr(1, 1))) / 2, g1 = (double(dr(0, 1)) - double(dr(1, 0))) / 2;
-    const double p0 = c * g0 - s * g1, p1 = s * g0 + c * g1;  // Rᵀ(g0 I + g1 J) = (cI − sJ)(g0 I + g1 J)
+    const double p0 = c * g0 + s * g1, p1 = c * g1 - s * g0;  // Rᵀ(g0 I + g1 J) = (cI − sJ)(g0 I + g1 J)
     da(0, 0) += W(p0 + sn * (dr(0, 0) - g0));
     da(1, 1) += W(p0 + sn * (dr(1, 1) - g0));
     da(0, 1) += W(p1 + sn * (dr(0, 1) - g1));

@@ -1,0 +1,316 @@
+// liere/pe/liere.hpp — LieRE: R(p) = exp(Σ_i p_i A_i) with learned, block-diagonal skew-symmetric A_i.
+//
+// Parameters, for Dim position axes, HeadDim = D and blocks of size b (m = D/b blocks):
+//   params  [Dim][m][b(b−1)/2]: each block's strict upper triangle, row-major: (0,1),(0,2),…,(0,b−1),(1,2),…
+//   A_i     block-diagonal; block k of axis i has entries A[r][c] = w and A[c][r] = −w for r < c.
+// The rotation of a position p is block-diagonal too: block k is exp(Σ_i p_i A_i,k), computed in double.
+//
+// Two layers:
+//   * runtime kernels liere_table_forward / liere_table_backward (compile-time Block, runtime Dim and D):
+//     rotation tables for T positions at once and their backward to the parameters; the position-encoding
+//     modules and the engine use these;
+//   * the class LieRE<Dim, HeadDim, Block, Scalar> (DESIGN.md's public API) on top of them, with
+//     fixed-size Eigen types for single positions and the same batched tables.
+//
+// Backward: dparams += Σ_t Σ_i p_{t,i} · skew-coordinates of L(A(p_t)ᵀ, dR(t)), computed per block with the
+// forward-mode Fréchet derivative of lie/exp.hpp in the precision of Scalar and summed in double.
+// Non-finite positions or parameters give NaN rotations (and NaN gradients): never a hang, never a crash.
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <liere/config.hpp>
+#include <liere/lie/exp.hpp>
+#include <liere/lie/hat.hpp>
+#include <liere/pe/blocks.hpp>
+#include <liere/pe/rotation_table.hpp>
+#include <numbers>
+#include <random>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace liere {
+
+// Number of LieRE parameters for Dim axes, head dimension D and block size b: Dim·(D/b)·b(b−1)/2.
+constexpr int liere_num_params(int dim, int head_dim, int block) { return dim * (head_dim / block) * so_dim(block); }
+
+namespace detail {
+
+// Small blocks live in fixed-size matrices (registers, unrolled loops); 32 and 64 on the heap.
+template <int Block, class W>
+using BlockMat = std::conditional_t<(Block <= 16), Eigen::Matrix<W, Block, Block>,
+                                    Eigen::Matrix<W, Eigen::Dynamic, Eigen::Dynamic>>;
+
+template <int Block, class W, class Scalar>
+std::vector<BlockMat<Block, W>> liere_generators(std::span<const Scalar> params, int dim, int num_blocks) {
+  constexpr int ppb = so_dim(Block);
+  std::vector<BlockMat<Block, W>> g(std::size_t(dim) * num_blocks);
+  for (int a = 0; a < dim; ++a)
+    for (int k = 0; k < num_blocks; ++k) {
+      BlockMat<Block, W>& m = g[std::size_t(a) * num_blocks + k];
+      m.setZero(Block, Block);
+      const Scalar* w = params.data() + (std::size_t(a) * num_blocks + k) * ppb;
+      int i = 0;
+      for (int r = 0; r < Block; ++r)
+        for (int c = r + 1; c < Block; ++c, ++i) {
+          m(r, c) = W(w[i]);
+          m(c, r) = -W(w[i]);
+        }
+    }
+  return g;
+}
+
+// a = Σ_i p_i G_{i,k}
+template <int Block, class W, class Scalar>
+void liere_block_generator(const std::vector<BlockMat<Block, W>>& g, const Scalar* p, int dim, int num_blocks, int k,
+                           BlockMat<Block, W>& a) {
+  a.setZero(Block, Block);
+  for (int i = 0; i < dim; ++i) a += W(p[i]) * g[std::size_t(i) * num_blocks + k];
+}
+
+// r = exp(a) for one block, in double.
+template <int Block>
+void liere_block_exp(const BlockMat<Block, double>& a, BlockMat<Block, double>& r, T18Work<BlockMat<Block, double>>* w) {
+  if constexpr (Block == 2) {
+    exp2_closed(a, r);
+  } else if constexpr (Block == 3) {
+    exp3_closed(a, r);
+  } else if constexpr (Block <= 16) {
+    if (!a.allFinite()) {
+      r.setConstant(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    expm_ss(a, r);
+  } else {
+    if (!a.allFinite()) {
+      r.setConstant(Block, Block, std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    expm_ss(a, r, *w);
+  }
+}
+
+// l = L(aᵀ, g) = dL/da for one block, in the precision W.
+template <int Block, class W>
+void liere_block_exp_adjoint(const BlockMat<Block, W>& a, const BlockMat<Block, W>& g, BlockMat<Block, W>& l,
+                             BlockMat<Block, W>& at, BlockMat<Block, W>& r, T18Work<BlockMat<Block, W>>* w) {
+  if constexpr (Block == 2) {
+    l.setZero();
+    exp_backward(a, g, l);
+  } else if constexpr (Block <= 16) {
+    at = a.transpose();
+    expm_frechet_ss(at, g, r, l);
+  } else {
+    at = a.transpose();
+    expm_frechet_ss(at, g, r, l, *w);
+  }
+}
+
+inline int omp_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+inline int omp_thread() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+template <class Scalar>
+void check_liere_args(std::size_t num_params, int dim, int head_dim, int block, std::size_t num_positions, int tokens,
+                      const char* who) {
+  LIERE_ENSURE(dim >= 1, who << ": the position dimension must be >= 1, got " << dim);
+  LIERE_ENSURE(head_dim % block == 0, who << ": block " << block << " does not divide head_dim " << head_dim);
+  LIERE_ENSURE(num_params == std::size_t(liere_num_params(dim, head_dim, block)),
+               who << ": expected " << liere_num_params(dim, head_dim, block) << " parameters (Dim " << dim
+                   << " x " << head_dim / block << " blocks x " << so_dim(block) << "), got " << num_params);
+  LIERE_ENSURE(tokens >= 0 && num_positions == std::size_t(tokens) * dim,
+               who << ": positions: expected " << std::size_t(tokens) * dim << " values (" << tokens << " tokens x "
+                   << dim << "), got " << num_positions);
+}
+
+}  // namespace detail
+
+// Rotation table of `tokens` positions (positions: (tokens, dim) row-major). Parallel over tokens × blocks.
+template <int Block, class Scalar>
+void liere_table_forward(std::span<const Scalar> params, int dim, int head_dim, std::span<const Scalar> positions,
+                         int tokens, RotationTable<Scalar>& table) {
+  using M = detail::BlockMat<Block, double>;
+  detail::check_liere_args<Scalar>(params.size(), dim, head_dim, Block, positions.size(), tokens, "liere_table_forward");
+  const int nb = head_dim / Block;
+  if (table.tokens() != tokens || table.head_dim() != head_dim || table.block() != Block)
+    table.resize(tokens, head_dim, Block);
+  const std::vector<M> g = detail::liere_generators<Block, double>(params, dim, nb);
+  const std::int64_t work = std::int64_t(tokens) * nb;
+#pragma omp parallel
+  {
+    M a(Block, Block), r(Block, Block);
+    detail::T18Work<M> w;
+    if constexpr (Block > 16) w.resize(Block, false);
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int t = int(i / nb), k = int(i % nb);
+      detail::liere_block_generator<Block, double>(g, positions.data() + std::size_t(t) * dim, dim, nb, k, a);
+      detail::liere_block_exp<Block>(a, r, &w);
+      Eigen::Map<Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(table.block_data(t, k)) = r.template cast<Scalar>();
+    }
+  }
+}
+
+// dparams += d(loss)/d(params) given dtable = d(loss)/d(table). Deterministic for a fixed thread count.
+template <int Block, class Scalar>
+void liere_table_backward(std::span<const Scalar> params, int dim, int head_dim, std::span<const Scalar> positions,
+                          int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
+  using W = Scalar;  // the backward runs in the precision of the model
+  using M = detail::BlockMat<Block, W>;
+  using Acc = detail::BlockMat<Block, double>;
+  detail::check_liere_args<Scalar>(params.size(), dim, head_dim, Block, positions.size(), tokens, "liere_table_backward");
+  LIERE_ENSURE(dparams.size() == params.size(),
+               "liere_table_backward: dparams has " << dparams.size() << " values, params " << params.size());
+  LIERE_ENSURE(dtable.tokens() == tokens && dtable.head_dim() == head_dim && dtable.block() == Block,
+               "liere_table_backward: dtable is (" << dtable.tokens() << ", " << dtable.head_dim() << ", "
+                                                   << dtable.block() << "), expected (" << tokens << ", " << head_dim
+                                                   << ", " << Block << ")");
+  const int nb = head_dim / Block;
+  const std::vector<M> g = detail::liere_generators<Block, W>(params, dim, nb);
+  const std::int64_t work = std::int64_t(tokens) * nb;
+  std::vector<std::vector<Acc>> partial(detail::omp_threads());
+#pragma omp parallel
+  {
+    std::vector<Acc>& dg = partial[detail::omp_thread()];
+    dg.assign(std::size_t(dim) * nb, Acc::Zero(Block, Block));
+    M a(Block, Block), dr(Block, Block), l(Block, Block), at(Block, Block), r(Block, Block);
+    detail::T18Work<M> w;
+    if constexpr (Block > 16) w.resize(Block, true);
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int t = int(i / nb), k = int(i % nb);
+      const Scalar* p = positions.data() + std::size_t(t) * dim;
+      detail::liere_block_generator<Block, W>(g, p, dim, nb, k, a);
+      dr = Eigen::Map<const Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(dtable.block_data(t, k)).template cast<W>();
+      detail::liere_block_exp_adjoint<Block, W>(a, dr, l, at, r, &w);
+      for (int ax = 0; ax < dim; ++ax) dg[std::size_t(ax) * nb + k] += double(p[ax]) * l.template cast<double>();
+    }
+  }
+  // Reduce the per-thread sums in thread order, then go through hat: dw(r,c) = dA(r,c) − dA(c,r).
+  constexpr int ppb = so_dim(Block);
+  for (std::size_t j = 0; j < std::size_t(dim) * nb; ++j) {
+    Acc total = Acc::Zero(Block, Block);
+    for (const auto& part : partial)
+      if (!part.empty()) total += part[j];
+    Scalar* dw = dparams.data() + j * ppb;
+    int i = 0;
+    for (int r = 0; r < Block; ++r)
+      for (int c = r + 1; c < Block; ++c, ++i) dw[i] += Scalar(total(r, c) - total(c, r));
+  }
+}
+
+// Runtime block size: one switch (pe/blocks.hpp) over the compiled sizes.
+template <class Scalar>
+void liere_table_forward(int block, std::span<const Scalar> params, int dim, int head_dim,
+                         std::span<const Scalar> positions, int tokens, RotationTable<Scalar>& table) {
+  dispatch_block(block, [&](auto b) {
+    liere_table_forward<decltype(b)::value, Scalar>(params, dim, head_dim, positions, tokens, table);
+  });
+}
+template <class Scalar>
+void liere_table_backward(int block, std::span<const Scalar> params, int dim, int head_dim,
+                          std::span<const Scalar> positions, int tokens, const RotationTable<Scalar>& dtable,
+                          std::span<Scalar> dparams) {
+  dispatch_block(block, [&](auto b) {
+    liere_table_backward<decltype(b)::value, Scalar>(params, dim, head_dim, positions, tokens, dtable, dparams);
+  });
+}
+
+// Fills params with U[0, scale): the official code and the paper use scale 2π ("RoPE-Mixed drew random
+// angles from zero to 2π"); paper Table 7 compares with scale 1. Deterministic for a seed.
+template <class Scalar>
+void liere_init_uniform(std::span<Scalar> params, double scale, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (Scalar& w : params) w = Scalar(scale * double(rng() >> 11) * 0x1.0p-53);  // 53 random bits in [0, 1)
+}
+
+template <int Dim, int HeadDim, int Block = HeadDim, class Scalar = float>
+class LieRE {
+  static_assert(Dim >= 1, "LieRE: Dim (the number of position axes) must be at least 1");
+  static_assert(Block >= 2, "LieRE: Block must be at least 2");
+  static_assert(HeadDim % Block == 0, "LieRE: Block must divide HeadDim");
+  static_assert(std::is_floating_point_v<Scalar>, "LieRE: Scalar must be float or double");
+
+ public:
+  static constexpr int dim = Dim;
+  static constexpr int head_dim = HeadDim;
+  static constexpr int block = Block;
+  static constexpr int num_blocks = HeadDim / Block;
+  static constexpr int params_per_block = so_dim(Block);
+  static constexpr int num_params = Dim * num_blocks * params_per_block;
+
+  using Position = Eigen::Matrix<Scalar, Dim, 1>;
+  using Matrix = Eigen::Matrix<Scalar, HeadDim, HeadDim>;
+  using Table = RotationTable<Scalar>;
+
+  // All parameters zero: every rotation is the identity. Call init_uniform for the paper's init.
+  LieRE() : params_(num_params, Scalar(0)) {}
+
+  std::span<Scalar> params() { return params_; }
+  std::span<const Scalar> params() const { return params_; }
+
+  // U[0, scale) on every parameter (default 2π, as the paper and the official code).
+  void init_uniform(double scale = 2 * std::numbers::pi, std::uint64_t seed = 0) {
+    liere_init_uniform<Scalar>(params_, scale, seed);
+  }
+
+  // Σ_i p_i A_i, dense.
+  Matrix generator(const Position& p) const {
+    const auto g = detail::liere_generators<Block, double>(params(), Dim, num_blocks);
+    Matrix out = Matrix::Zero();
+    detail::BlockMat<Block, double> a(Block, Block);
+    for (int k = 0; k < num_blocks; ++k) {
+      detail::liere_block_generator<Block, double>(g, p.data(), Dim, num_blocks, k, a);
+      out.template block<Block, Block>(k * Block, k * Block) = a.template cast<Scalar>();
+    }
+    return out;
+  }
+
+  // exp(Σ_i p_i A_i), dense.
+  Matrix rotation(const Position& p) const {
+    Table t;
+    rotation_table(std::span<const Scalar>(p.data(), Dim), 1, t);
+    return t.matrix(0);
+  }
+
+  // dw += dL/dparams given dL/dR (dense HeadDim×HeadDim; entries outside the diagonal blocks do not
+  // depend on the parameters and are ignored).
+  void rotation_backward(const Position& p, const Matrix& dr, std::span<Scalar> dw) const {
+    Table dt(1, HeadDim, Block);
+    for (int k = 0; k < num_blocks; ++k)
+      Eigen::Map<Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(dt.block_data(0, k)) =
+          dr.template block<Block, Block>(k * Block, k * Block);
+    rotation_table_backward(std::span<const Scalar>(p.data(), Dim), 1, dt, dw);
+  }
+
+  // Rotation tables for T positions at once; positions (T, Dim) row-major.
+  void rotation_table(std::span<const Scalar> positions, int tokens, Table& table) const {
+    liere_table_forward<Block, Scalar>(params(), Dim, HeadDim, positions, tokens, table);
+  }
+  void rotation_table_backward(std::span<const Scalar> positions, int tokens, const Table& dtable,
+                               std::span<Scalar> dw) const {
+    liere_table_backward<Block, Scalar>(params(), Dim, HeadDim, positions, tokens, dtable, dw);
+  }
+
+ private:
+  std::vector<Scalar> params_;  // [Dim][HeadDim/Block][Block(Block−1)/2]
+};
+
+}  // namespace liere
