@@ -220,6 +220,32 @@ TEST_CASE("rotation tables equal the per-position rotations; their backward the 
   run(liere::LieRE<2, 64, 64, double>{});
 }
 
+TEST_CASE("several parameter sets in one call equal one call per set", "[liere][table]") {
+  const liere::LieREGeometry geo{3, 2, 16, 8};  // e.g. the 3 heads of a layer
+  std::vector<double> params(geo.num_params());
+  liere::liere_init_uniform<double>(params, kTwoPi, 13);
+  const int t = 5;
+  const std::vector<double> pos = random_vector(std::size_t(t) * 2, 0.0, 1.0);
+  liere::RotationTable<double> all;
+  liere::liere_table_forward<double>(geo, params, pos, t, all);
+  REQUIRE(all.tokens() == 3 * t);
+  liere::RotationTable<double> dall(3 * t, 16, 8);
+  for (double& v : dall.data()) v = normal();
+  std::vector<double> dparams(params.size(), 0.0);
+  liere::liere_table_backward<double>(geo, params, pos, t, dall, dparams);
+  const int per = geo.params_per_set();
+  for (int set = 0; set < 3; ++set) {
+    const std::span<const double> ps(params.data() + set * per, per);
+    liere::RotationTable<double> one, done(t, 16, 8);
+    liere::liere_table_forward<double>({1, 2, 16, 8}, ps, pos, t, one);
+    for (int i = 0; i < t; ++i) CHECK((one.matrix(i) - all.matrix(set * t + i)).cwiseAbs().maxCoeff() == 0.0);
+    std::copy_n(dall.view(set * t, t).data, done.data().size(), done.data().begin());
+    std::vector<double> d1(per, 0.0);
+    liere::liere_table_backward<double>({1, 2, 16, 8}, ps, pos, t, done, d1);
+    CHECK(max_rel_err(d1, std::vector<double>(dparams.begin() + set * per, dparams.begin() + (set + 1) * per)) < 1e-14);
+  }
+}
+
 TEST_CASE("rotate applies a table to (B, T, H, D) buffers; rotate_backward is its adjoint", "[liere][rotate]") {
   const int b = 3, t = 5, h = 2, d = 16;
   for (int block : {2, 8, 16}) {
@@ -305,9 +331,9 @@ TEST_CASE("the whole chain params -> table -> rotate(q) has the right gradient",
 TEST_CASE("runtime block sizes go through one switch that names the supported sizes", "[liere][bad-input]") {
   std::vector<float> params(liere::liere_num_params(2, 64, 8)), pos(4, 0.5f);
   liere::RotationTable<float> table;
-  liere::liere_table_forward<float>(8, params, 2, 64, pos, 2, table);
+  liere::liere_table_forward<float>({1, 2, 64, 8}, params, pos, 2, table);
   REQUIRE(table.block() == 8);
-  REQUIRE_THROWS_WITH(liere::liere_table_forward<float>(5, params, 2, 64, pos, 2, table),
+  REQUIRE_THROWS_WITH(liere::liere_table_forward<float>({1, 2, 64, 5}, params, pos, 2, table),
                       Catch::Contains("block size 5 is not supported") && Catch::Contains("2, 3, 4, 8, 16, 32, 64"));
 }
 
@@ -318,7 +344,7 @@ TEST_CASE("size mismatches give exceptions naming the sizes", "[liere][bad-input
   REQUIRE_THROWS_WITH(pe.rotation_table(pos, 3, table),
                       Catch::Contains("expected 6 values (3 tokens x 2)") && Catch::Contains("got 5"));
   std::vector<float> params(100), pos4(4);
-  REQUIRE_THROWS_WITH((liere::liere_table_forward<8, float>(params, 2, 64, pos4, 2, table)),
+  REQUIRE_THROWS_WITH((liere::liere_table_forward<8, float>({1, 2, 64, 8}, params, pos4, 2, table)),
                       Catch::Contains("expected 448 parameters") && Catch::Contains("got 100"));
   REQUIRE_THROWS_WITH(liere::RotationTable<float>(4, 64, 12), Catch::Contains("block 12 must divide head_dim 64"));
   liere::RotationTable<float> t3(3, 64, 8);

@@ -26,8 +26,13 @@ class Error : public std::runtime_error {
 
 namespace detail {
 [[noreturn]] inline void fail(const char* file, int line, const std::string& msg) {
+  // Paths relative to the project: "liere/pe/liere.hpp", "data_tools/cifar.cpp", "examples/train_cifar.cpp".
   std::string f = file;
-  if (auto pos = f.rfind("include/liere/"); pos != std::string::npos) f = f.substr(pos + 8);
+  for (const char* root : {"include/liere/", "data_tools/", "examples/", "bench/"})
+    if (auto pos = f.rfind(root); pos != std::string::npos) {
+      f = f.substr(std::string(root) == "include/liere/" ? pos + 8 : pos);
+      break;
+    }
   throw Error(f + ":" + std::to_string(line) + ": " + msg);
 }
 }  // namespace detail

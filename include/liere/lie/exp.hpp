@@ -21,6 +21,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#ifdef LIERE_COUNT_FLOPS
+#include <atomic>
+#endif
 #include <cmath>
 #include <limits>
 #include <liere/config.hpp>
@@ -59,13 +62,23 @@ template <class M>
 constexpr bool use_lazy_product() {
   return M::RowsAtCompileTime != Eigen::Dynamic && M::RowsAtCompileTime <= 8;
 }
+#ifdef LIERE_COUNT_FLOPS
+// Benchmarks define LIERE_COUNT_FLOPS to count the floating-point operations of every matrix product here.
+inline std::atomic<long long> product_flops{0};
+#define LIERE_ADD_PRODUCT_FLOPS(out, a) ::liere::detail::product_flops += 2LL * (out).rows() * (out).cols() * (a).cols()
+#else
+#define LIERE_ADD_PRODUCT_FLOPS(out, a) ((void)0)
+#endif
+
 template <class M, class A, class B>
 inline void mul(M& out, const A& a, const B& b) {
+  LIERE_ADD_PRODUCT_FLOPS(out, a);
   if constexpr (use_lazy_product<M>()) out.noalias() = a.lazyProduct(b);
   else out.noalias() = a * b;
 }
 template <class M, class A, class B>
 inline void mul_add(M& out, const A& a, const B& b) {
+  LIERE_ADD_PRODUCT_FLOPS(out, a);
   if constexpr (use_lazy_product<M>()) out.noalias() += a.lazyProduct(b);
   else out.noalias() += a * b;
 }
@@ -77,29 +90,70 @@ inline double sinc(double x) {
   return sin(x) / x;
 }
 
+// Smallest s ≥ 0 with α/2^s ≤ θ (exact, no log2 rounding).
+inline int scaling_exponent(double alpha, double theta) {
+  if (!(alpha > theta)) return 0;
+  int e = 0;
+  const double m = std::frexp(alpha / theta, &e);  // α/θ = m·2^e, m ∈ [0.5, 1)
+  return m == 0.5 ? e - 1 : e;
+}
+
 // The scaled matrix X = A/2^s and its powers X², X³ for the degree-18 scheme; returns s, or −1 when A is
-// not finite. The first scaling uses ‖A‖ (an upper bound of α) so that no power can overflow; s is then
-// lowered to the one α asks for and the powers are rescaled exactly by powers of two. Returns −2 for A = 0.
-template <class M>
+// not finite, or −2 when A = 0.
+//
+// General A: α = max(‖A²‖^{1/2}, ‖A³‖^{1/3}) in the transposition-invariant max(‖·‖₁, ‖·‖∞). The first
+// scaling uses ‖A‖ (an upper bound of α) so that no power can overflow; s is then lowered to the one α asks
+// for and the powers are rescaled exactly by powers of two.
+// Skew-symmetric A (Skew = true; every generator liere builds is exactly skew): ‖A‖₂ is the largest
+// rotation angle, bounded by ‖A‖_F/√2 (the angles come in ± pairs) and by ‖A²‖₁^{1/2} (A² is symmetric, so
+// its 2-norm ‖A‖₂² is at most its 1-norm). The cheaper of the two bounds costs no extra product.
+template <bool Skew, class M>
 int scale_for_t18(const M& a, M& x, M& x2, M& x3) {
   using W = typename M::Scalar;
   constexpr double theta = t18_theta<W>();
-  const double n1 = norm_1inf(a);
-  if (!std::isfinite(n1)) return -1;
-  if (n1 == 0.0) return -2;  // A = 0: exp(A) = I exactly
-  const int s0 = n1 > theta ? int(std::ceil(std::log2(n1 / theta))) : 0;
-  x = a * W(std::ldexp(1.0, -s0));
-  mul(x2, x, x);
-  mul(x3, x, x2);
-  const double alpha = std::max(std::sqrt(norm_1inf(x2)), std::cbrt(norm_1inf(x3))) * std::ldexp(1.0, s0);
-  const int s = alpha > theta ? std::min(s0, int(std::ceil(std::log2(alpha / theta)))) : 0;
-  if (s < s0) {
-    const int up = s0 - s;
-    x *= W(std::ldexp(1.0, up));
-    x2 *= W(std::ldexp(1.0, 2 * up));
-    x3 *= W(std::ldexp(1.0, 3 * up));
+  if constexpr (Skew) {
+    const double f2 = double(a.squaredNorm());
+    if (!std::isfinite(f2)) return -1;
+    if (f2 == 0.0) return -2;  // A = 0: exp(A) = I exactly
+    const int s0 = scaling_exponent(std::sqrt(f2 / 2), theta);
+    x = a * W(std::ldexp(1.0, -s0));
+    mul(x2, x, x);
+    const double beta = std::sqrt(double(x2.cwiseAbs().colwise().sum().maxCoeff())) * std::ldexp(1.0, s0);
+    const int s = std::min(s0, scaling_exponent(beta, theta));
+    if (s < s0) {
+      const int up = s0 - s;
+      x *= W(std::ldexp(1.0, up));
+      x2 *= W(std::ldexp(1.0, 2 * up));
+    }
+    mul(x3, x, x2);
+    return s;
+  } else {
+    const double n1 = norm_1inf(a);
+    if (!std::isfinite(n1)) return -1;
+    if (n1 == 0.0) return -2;
+    const int s0 = scaling_exponent(n1, theta);
+    x = a * W(std::ldexp(1.0, -s0));
+    mul(x2, x, x);
+    mul(x3, x, x2);
+    const double alpha = std::max(std::sqrt(norm_1inf(x2)), std::cbrt(norm_1inf(x3))) * std::ldexp(1.0, s0);
+    const int s = std::min(s0, scaling_exponent(alpha, theta));
+    if (s < s0) {
+      const int up = s0 - s;
+      x *= W(std::ldexp(1.0, up));
+      x2 *= W(std::ldexp(1.0, 2 * up));
+      x3 *= W(std::ldexp(1.0, 3 * up));
+    }
+    return s;
   }
-  return s;
+}
+
+// True when A + Aᵀ = 0 exactly.
+template <class M>
+bool is_skew(const M& a) {
+  for (Eigen::Index j = 0; j < a.cols(); ++j)
+    for (Eigen::Index i = 0; i <= j; ++i)
+      if (a(i, j) != -a(j, i)) return false;
+  return true;
 }
 
 // B_i = Σ_j b[i][j] P_j for P = (I, X, X², X³, X⁶).
@@ -140,12 +194,12 @@ T18Work<M>& t18_work(Eigen::Index n, bool frechet) {
 // docs/math.md; at ‖A‖ = 1e4 it is 2e-12 without the step).
 inline constexpr int kPolishAfterSquarings = 10;
 
-// exp(A) by scaling and squaring of T18, in the precision of M.
-template <class M>
+// exp(A) by scaling and squaring of T18, in the precision of M. Skew: A is known to be skew-symmetric.
+template <bool Skew, class M>
 void expm_ss(const M& a, M& r, T18Work<M>& w) {
   using W = typename M::Scalar;
   const Eigen::Index n = a.rows();
-  const int s = scale_for_t18(a, w.x, w.x2, w.x3);
+  const int s = scale_for_t18<Skew>(a, w.x, w.x2, w.x3);
   if (s == -2) {
     r.setIdentity(n, n);
     return;
@@ -173,24 +227,30 @@ void expm_ss(const M& a, M& r, T18Work<M>& w) {
     r.swap(w.x);
   }
 }
-template <class M>
+template <bool Skew, class M>
 void expm_ss(const M& a, M& r) {
   if constexpr (work_on_stack<M>()) {
     T18Work<M> w;
     w.resize(a.rows(), false);
-    expm_ss(a, r, w);
+    expm_ss<Skew>(a, r, w);
   } else {
-    expm_ss(a, r, t18_work<M>(a.rows(), false));
+    expm_ss<Skew>(a, r, t18_work<M>(a.rows(), false));
   }
+}
+// Runtime check: the cheaper skew-symmetric scaling when A + Aᵀ = 0 exactly.
+template <class M>
+void expm_ss(const M& a, M& r) {
+  if (is_skew(a)) expm_ss<true>(a, r);
+  else expm_ss<false>(a, r);
 }
 
 // exp(A) and the Fréchet derivative L(A, E) of the same algorithm, in the precision of M (without the
 // orthogonality polish of expm_ss: L is the derivative of exp itself, not of the projection).
-template <class M>
+template <bool Skew, class M>
 void expm_frechet_ss(const M& a, const M& e, M& r, M& l, T18Work<M>& w) {
   using W = typename M::Scalar;
   const Eigen::Index n = a.rows();
-  const int s = scale_for_t18(a, w.x, w.x2, w.x3);
+  const int s = scale_for_t18<Skew>(a, w.x, w.x2, w.x3);
   if (s == -2 && e.allFinite()) {  // A = 0: R = I, L(0, E) = E
     r.setIdentity(n, n);
     l = e;
@@ -237,15 +297,20 @@ void expm_frechet_ss(const M& a, const M& e, M& r, M& l, T18Work<M>& w) {
     r.swap(w.t);
   }
 }
-template <class M>
+template <bool Skew, class M>
 void expm_frechet_ss(const M& a, const M& e, M& r, M& l) {
   if constexpr (work_on_stack<M>()) {
     T18Work<M> w;
     w.resize(a.rows(), true);
-    expm_frechet_ss(a, e, r, l, w);
+    expm_frechet_ss<Skew>(a, e, r, l, w);
   } else {
-    expm_frechet_ss(a, e, r, l, t18_work<M>(a.rows(), true));
+    expm_frechet_ss<Skew>(a, e, r, l, t18_work<M>(a.rows(), true));
   }
+}
+template <class M>
+void expm_frechet_ss(const M& a, const M& e, M& r, M& l) {
+  if (is_skew(a)) expm_frechet_ss<true>(a, e, r, l);
+  else expm_frechet_ss<false>(a, e, r, l);
 }
 
 // Closed forms. They read the skew-symmetric part of A.

@@ -66,12 +66,12 @@ std::vector<BlockMat<Block, W>> liere_generators(std::span<const Scalar> params,
   return g;
 }
 
-// a = Σ_i p_i G_{i,k}
+// a = Σ_i p_i G_{i,k} for the parameter set whose generators start at g[base]
 template <int Block, class W, class Scalar>
 void liere_block_generator(const std::vector<BlockMat<Block, W>>& g, const Scalar* p, int dim, int num_blocks, int k,
-                           BlockMat<Block, W>& a) {
+                           BlockMat<Block, W>& a, std::size_t base = 0) {
   a.setZero(Block, Block);
-  for (int i = 0; i < dim; ++i) a += W(p[i]) * g[std::size_t(i) * num_blocks + k];
+  for (int i = 0; i < dim; ++i) a += W(p[i]) * g[base + std::size_t(i) * num_blocks + k];
 }
 
 // r = exp(a) for one block, in double.
@@ -86,13 +86,13 @@ void liere_block_exp(const BlockMat<Block, double>& a, BlockMat<Block, double>& 
       r.setConstant(std::numeric_limits<double>::quiet_NaN());
       return;
     }
-    expm_ss(a, r);
+    expm_ss<true>(a, r);
   } else {
     if (!a.allFinite()) {
       r.setConstant(Block, Block, std::numeric_limits<double>::quiet_NaN());
       return;
     }
-    expm_ss(a, r, *w);
+    expm_ss<true>(a, r, *w);
   }
 }
 
@@ -105,10 +105,10 @@ void liere_block_exp_adjoint(const BlockMat<Block, W>& a, const BlockMat<Block, 
     exp_backward(a, g, l);
   } else if constexpr (Block <= 16) {
     at = a.transpose();
-    expm_frechet_ss(at, g, r, l);
+    expm_frechet_ss<true>(at, g, r, l);
   } else {
     at = a.transpose();
-    expm_frechet_ss(at, g, r, l, *w);
+    expm_frechet_ss<true>(at, g, r, l, *w);
   }
 }
 
@@ -127,85 +127,113 @@ inline int omp_thread() {
 #endif
 }
 
-template <class Scalar>
-void check_liere_args(std::size_t num_params, int dim, int head_dim, int block, std::size_t num_positions, int tokens,
-                      const char* who) {
-  LIERE_ENSURE(dim >= 1, who << ": the position dimension must be >= 1, got " << dim);
-  LIERE_ENSURE(head_dim % block == 0, who << ": block " << block << " does not divide head_dim " << head_dim);
-  LIERE_ENSURE(num_params == std::size_t(liere_num_params(dim, head_dim, block)),
-               who << ": expected " << liere_num_params(dim, head_dim, block) << " parameters (Dim " << dim
-                   << " x " << head_dim / block << " blocks x " << so_dim(block) << "), got " << num_params);
-  LIERE_ENSURE(tokens >= 0 && num_positions == std::size_t(tokens) * dim,
-               who << ": positions: expected " << std::size_t(tokens) * dim << " values (" << tokens << " tokens x "
-                   << dim << "), got " << num_positions);
+}  // namespace detail
+
+// The shape of a LieRE parameter set (or of `sets` of them, e.g. one per head of a layer, stored one after
+// the other): Dim position axes, head dimension D, blocks of size b.
+struct LieREGeometry {
+  int sets = 1;
+  int dim = 2;
+  int head_dim = 64;
+  int block = 8;
+
+  int num_blocks() const { return head_dim / block; }
+  int params_per_set() const { return liere_num_params(dim, head_dim, block); }
+  std::size_t num_params() const { return std::size_t(sets) * params_per_set(); }
+};
+
+namespace detail {
+
+inline void check_liere_args(const LieREGeometry& g, std::size_t num_params, std::size_t num_positions, int tokens,
+                             const char* who) {
+  LIERE_ENSURE(g.sets >= 1, who << ": sets must be >= 1, got " << g.sets);
+  LIERE_ENSURE(g.dim >= 1, who << ": the position dimension must be >= 1, got " << g.dim);
+  LIERE_ENSURE(g.block >= 2 && g.head_dim % g.block == 0,
+               who << ": block " << g.block << " does not divide head_dim " << g.head_dim);
+  LIERE_ENSURE(num_params == g.num_params(), who << ": expected " << g.num_params() << " parameters (" << g.sets
+                                                 << " sets x Dim " << g.dim << " x " << g.num_blocks() << " blocks x "
+                                                 << so_dim(g.block) << "), got " << num_params);
+  LIERE_ENSURE(tokens >= 0 && num_positions == std::size_t(tokens) * g.dim,
+               who << ": positions: expected " << std::size_t(tokens) * g.dim << " values (" << tokens << " tokens x "
+                   << g.dim << "), got " << num_positions);
 }
 
 }  // namespace detail
 
-// Rotation table of `tokens` positions (positions: (tokens, dim) row-major). Parallel over tokens × blocks.
+// Rotation tables of `tokens` positions for every parameter set: params (sets, Dim, D/b, b(b−1)/2),
+// positions (tokens, Dim) row-major and shared by the sets, table rows (sets, tokens): set h's table is
+// table.view(h·tokens, tokens). One parallel loop over sets × tokens × blocks.
 template <int Block, class Scalar>
-void liere_table_forward(std::span<const Scalar> params, int dim, int head_dim, std::span<const Scalar> positions,
+void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
                          int tokens, RotationTable<Scalar>& table) {
   using M = detail::BlockMat<Block, double>;
-  detail::check_liere_args<Scalar>(params.size(), dim, head_dim, Block, positions.size(), tokens, "liere_table_forward");
-  const int nb = head_dim / Block;
-  if (table.tokens() != tokens || table.head_dim() != head_dim || table.block() != Block)
-    table.resize(tokens, head_dim, Block);
-  const std::vector<M> g = detail::liere_generators<Block, double>(params, dim, nb);
-  const std::int64_t work = std::int64_t(tokens) * nb;
+  LIERE_ENSURE(geo.block == Block, "liere_table_forward: geometry block " << geo.block << " != " << Block);
+  detail::check_liere_args(geo, params.size(), positions.size(), tokens, "liere_table_forward");
+  const int nb = geo.num_blocks(), dim = geo.dim, rows = geo.sets * tokens;
+  if (table.tokens() != rows || table.head_dim() != geo.head_dim || table.block() != Block)
+    table.resize(rows, geo.head_dim, Block);
+  const std::vector<M> g = detail::liere_generators<Block, double>(params, geo.sets * dim, nb);
+  const std::int64_t work = std::int64_t(rows) * nb;
 #pragma omp parallel
   {
     M a(Block, Block), r(Block, Block);
     detail::T18Work<M> w;
     if constexpr (Block > 16) w.resize(Block, false);
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 1)  // round-robin: the cost grows with |p|, so runs of tokens are uneven
     for (std::int64_t i = 0; i < work; ++i) {
-      const int t = int(i / nb), k = int(i % nb);
-      detail::liere_block_generator<Block, double>(g, positions.data() + std::size_t(t) * dim, dim, nb, k, a);
+      const int row = int(i / nb), k = int(i % nb), set = row / tokens, t = row % tokens;
+      detail::liere_block_generator<Block, double>(g, positions.data() + std::size_t(t) * dim, dim, nb, k, a,
+                                                   std::size_t(set) * dim * nb);
       detail::liere_block_exp<Block>(a, r, &w);
-      Eigen::Map<Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(table.block_data(t, k)) = r.template cast<Scalar>();
+      Eigen::Map<Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(table.block_data(row, k)) =
+          r.template cast<Scalar>();
     }
   }
 }
 
-// dparams += d(loss)/d(params) given dtable = d(loss)/d(table). Deterministic for a fixed thread count.
+// dparams += d(loss)/d(params) given dtable = d(loss)/d(table) (rows (sets, tokens)). Deterministic for a
+// fixed thread count: per-thread partial sums in double, reduced in thread order.
 template <int Block, class Scalar>
-void liere_table_backward(std::span<const Scalar> params, int dim, int head_dim, std::span<const Scalar> positions,
+void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
                           int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
   using W = Scalar;  // the backward runs in the precision of the model
   using M = detail::BlockMat<Block, W>;
   using Acc = detail::BlockMat<Block, double>;
-  detail::check_liere_args<Scalar>(params.size(), dim, head_dim, Block, positions.size(), tokens, "liere_table_backward");
+  LIERE_ENSURE(geo.block == Block, "liere_table_backward: geometry block " << geo.block << " != " << Block);
+  detail::check_liere_args(geo, params.size(), positions.size(), tokens, "liere_table_backward");
   LIERE_ENSURE(dparams.size() == params.size(),
                "liere_table_backward: dparams has " << dparams.size() << " values, params " << params.size());
-  LIERE_ENSURE(dtable.tokens() == tokens && dtable.head_dim() == head_dim && dtable.block() == Block,
+  const int nb = geo.num_blocks(), dim = geo.dim, rows = geo.sets * tokens;
+  LIERE_ENSURE(dtable.tokens() == rows && dtable.head_dim() == geo.head_dim && dtable.block() == Block,
                "liere_table_backward: dtable is (" << dtable.tokens() << ", " << dtable.head_dim() << ", "
-                                                   << dtable.block() << "), expected (" << tokens << ", " << head_dim
+                                                   << dtable.block() << "), expected (" << rows << ", " << geo.head_dim
                                                    << ", " << Block << ")");
-  const int nb = head_dim / Block;
-  const std::vector<M> g = detail::liere_generators<Block, W>(params, dim, nb);
-  const std::int64_t work = std::int64_t(tokens) * nb;
+  const std::size_t nmat = std::size_t(geo.sets) * dim * nb;
+  const std::vector<M> g = detail::liere_generators<Block, W>(params, geo.sets * dim, nb);
+  const std::int64_t work = std::int64_t(rows) * nb;
   std::vector<std::vector<Acc>> partial(detail::omp_threads());
 #pragma omp parallel
   {
     std::vector<Acc>& dg = partial[detail::omp_thread()];
-    dg.assign(std::size_t(dim) * nb, Acc::Zero(Block, Block));
+    dg.assign(nmat, Acc::Zero(Block, Block));
     M a(Block, Block), dr(Block, Block), l(Block, Block), at(Block, Block), r(Block, Block);
     detail::T18Work<M> w;
     if constexpr (Block > 16) w.resize(Block, true);
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 1)  // round-robin, deterministic (see the forward)
     for (std::int64_t i = 0; i < work; ++i) {
-      const int t = int(i / nb), k = int(i % nb);
+      const int row = int(i / nb), k = int(i % nb), set = row / tokens, t = row % tokens;
       const Scalar* p = positions.data() + std::size_t(t) * dim;
-      detail::liere_block_generator<Block, W>(g, p, dim, nb, k, a);
-      dr = Eigen::Map<const Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(dtable.block_data(t, k)).template cast<W>();
+      const std::size_t base = std::size_t(set) * dim * nb;
+      detail::liere_block_generator<Block, W>(g, p, dim, nb, k, a, base);
+      dr = Eigen::Map<const Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>>(dtable.block_data(row, k))
+               .template cast<W>();
       detail::liere_block_exp_adjoint<Block, W>(a, dr, l, at, r, &w);
-      for (int ax = 0; ax < dim; ++ax) dg[std::size_t(ax) * nb + k] += double(p[ax]) * l.template cast<double>();
+      for (int ax = 0; ax < dim; ++ax) dg[base + std::size_t(ax) * nb + k] += double(p[ax]) * l.template cast<double>();
     }
   }
   // Reduce the per-thread sums in thread order, then go through hat: dw(r,c) = dA(r,c) − dA(c,r).
   constexpr int ppb = so_dim(Block);
-  for (std::size_t j = 0; j < std::size_t(dim) * nb; ++j) {
+  for (std::size_t j = 0; j < nmat; ++j) {
     Acc total = Acc::Zero(Block, Block);
     for (const auto& part : partial)
       if (!part.empty()) total += part[j];
@@ -216,20 +244,19 @@ void liere_table_backward(std::span<const Scalar> params, int dim, int head_dim,
   }
 }
 
-// Runtime block size: one switch (pe/blocks.hpp) over the compiled sizes.
+// Runtime block size (geo.block): one switch (pe/blocks.hpp) over the compiled sizes.
 template <class Scalar>
-void liere_table_forward(int block, std::span<const Scalar> params, int dim, int head_dim,
-                         std::span<const Scalar> positions, int tokens, RotationTable<Scalar>& table) {
-  dispatch_block(block, [&](auto b) {
-    liere_table_forward<decltype(b)::value, Scalar>(params, dim, head_dim, positions, tokens, table);
+void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
+                         int tokens, RotationTable<Scalar>& table) {
+  dispatch_block(geo.block, [&](auto b) {
+    liere_table_forward<decltype(b)::value, Scalar>(geo, params, positions, tokens, table);
   });
 }
 template <class Scalar>
-void liere_table_backward(int block, std::span<const Scalar> params, int dim, int head_dim,
-                          std::span<const Scalar> positions, int tokens, const RotationTable<Scalar>& dtable,
-                          std::span<Scalar> dparams) {
-  dispatch_block(block, [&](auto b) {
-    liere_table_backward<decltype(b)::value, Scalar>(params, dim, head_dim, positions, tokens, dtable, dparams);
+void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
+                          int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
+  dispatch_block(geo.block, [&](auto b) {
+    liere_table_backward<decltype(b)::value, Scalar>(geo, params, positions, tokens, dtable, dparams);
   });
 }
 
@@ -302,12 +329,13 @@ class LieRE {
 
   // Rotation tables for T positions at once; positions (T, Dim) row-major.
   void rotation_table(std::span<const Scalar> positions, int tokens, Table& table) const {
-    liere_table_forward<Block, Scalar>(params(), Dim, HeadDim, positions, tokens, table);
+    liere_table_forward<Block, Scalar>(geometry(), params(), positions, tokens, table);
   }
   void rotation_table_backward(std::span<const Scalar> positions, int tokens, const Table& dtable,
                                std::span<Scalar> dw) const {
-    liere_table_backward<Block, Scalar>(params(), Dim, HeadDim, positions, tokens, dtable, dw);
+    liere_table_backward<Block, Scalar>(geometry(), params(), positions, tokens, dtable, dw);
   }
+  static constexpr LieREGeometry geometry() { return {1, Dim, HeadDim, Block}; }
 
  private:
   std::vector<Scalar> params_;  // [Dim][HeadDim/Block][Block(Block−1)/2]

@@ -24,6 +24,18 @@ namespace liere {
 
 inline constexpr int kAllHeads = -1;
 
+// A non-owning view of consecutive rows of a table (Scalar may be const): what rotate() reads and
+// rotate_backward() accumulates into, so one table of (sets × T) rows can serve several heads.
+template <class Scalar>
+struct RotationTableView {
+  Scalar* data = nullptr;  // (tokens, head_dim/block, block, block)
+  int tokens = 0, head_dim = 0, block = 0;
+
+  int num_blocks() const { return block ? head_dim / block : 0; }
+  Scalar* block_data(int t, int k) const { return data + (std::size_t(t) * num_blocks() + k) * block * block; }
+  explicit operator bool() const { return data != nullptr; }
+};
+
 template <class Scalar>
 class RotationTable {
  public:
@@ -59,6 +71,20 @@ class RotationTable {
   std::span<Scalar> data() { return data_; }
   std::span<const Scalar> data() const { return data_; }
 
+  // Rows [first, first + count) (count −1: to the end).
+  RotationTableView<Scalar> view(int first = 0, int count = -1) {
+    if (count < 0) count = tokens_ - first;
+    LIERE_ENSURE(first >= 0 && first + count <= tokens_,
+                 "RotationTable::view: rows [" << first << ", " << first + count << ") out of [0, " << tokens_ << ")");
+    return {data_.data() + std::size_t(first) * head_dim_ * block_, count, head_dim_, block_};
+  }
+  RotationTableView<const Scalar> view(int first = 0, int count = -1) const {
+    if (count < 0) count = tokens_ - first;
+    LIERE_ENSURE(first >= 0 && first + count <= tokens_,
+                 "RotationTable::view: rows [" << first << ", " << first + count << ") out of [0, " << tokens_ << ")");
+    return {data_.data() + std::size_t(first) * head_dim_ * block_, count, head_dim_, block_};
+  }
+
   // Dense HeadDim×HeadDim rotation of row t (for tests, diagnostics and small users).
   Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic> matrix(int t) const {
     LIERE_ENSURE(t >= 0 && t < tokens_, "RotationTable::matrix: row " << t << " out of range [0, " << tokens_ << ")");
@@ -79,26 +105,26 @@ class RotationTable {
 namespace detail {
 
 template <class Scalar>
-void check_rotate_args(const RotationTable<Scalar>& table, int batch, int tokens, int heads, int head,
+void check_rotate_args(const RotationTableView<const Scalar>& table, int batch, int tokens, int heads, int head,
                        const char* who) {
   LIERE_ENSURE(batch >= 0 && tokens >= 0 && heads > 0, who << ": bad sizes B=" << batch << " T=" << tokens << " H=" << heads);
   LIERE_ENSURE(head == kAllHeads || (head >= 0 && head < heads),
                who << ": head " << head << " out of range [0, " << heads << ")");
-  LIERE_ENSURE(table.tokens() == tokens || table.tokens() == batch * tokens,
-               who << ": the table has " << table.tokens() << " rows but the buffers have T=" << tokens << " tokens (B="
+  LIERE_ENSURE(table.tokens == tokens || table.tokens == batch * tokens,
+               who << ": the table has " << table.tokens << " rows but the buffers have T=" << tokens << " tokens (B="
                    << batch << "); expected " << tokens << " or " << batch * tokens << " rows");
 }
 
 // One block size, known at compile time.
 template <int Block, class Scalar>
-void rotate_impl(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
-                 int head) {
+void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens,
+                 int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   using Cols = Eigen::Matrix<Scalar, Block, Eigen::Dynamic>;
-  const int d = table.head_dim(), nb = table.num_blocks();
+  const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1, nh = h1 - h0;
   const std::int64_t token_stride = std::int64_t(heads) * d, batch_stride = std::int64_t(tokens) * token_stride;
-  if (table.tokens() == tokens) {
+  if (table.tokens == tokens) {
     // Shared table: for each (t, h, k) one product R (Block×Block) · X (Block×B), X strided over the batch.
     const std::int64_t work = std::int64_t(tokens) * nh;
 #pragma omp parallel
@@ -135,14 +161,14 @@ void rotate_impl(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y,
 }
 
 template <int Block, class Scalar>
-void rotate_backward_impl(const RotationTable<Scalar>& table, const Scalar* x, const Scalar* dy, Scalar* dx,
-                          RotationTable<Scalar>* dtable, int batch, int tokens, int heads, int head) {
+void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Scalar* x, const Scalar* dy, Scalar* dx,
+                          const RotationTableView<Scalar>& dtable, int batch, int tokens, int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   using Cols = Eigen::Matrix<Scalar, Block, Eigen::Dynamic>;
-  const int d = table.head_dim(), nb = table.num_blocks();
+  const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1;
   const std::int64_t token_stride = std::int64_t(heads) * d, batch_stride = std::int64_t(tokens) * token_stride;
-  if (table.tokens() == tokens) {
+  if (table.tokens == tokens) {
     // Parallel over t: every dR(t) is written by one thread, heads summed in order (deterministic).
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < tokens; ++t) {
@@ -156,7 +182,7 @@ void rotate_backward_impl(const RotationTable<Scalar>& table, const Scalar* x, c
           }
           if (dtable) {
             Eigen::Map<const Cols, 0, Eigen::OuterStride<>> xs(x + off, Block, batch, Eigen::OuterStride<>(batch_stride));
-            Eigen::Map<RowMat>(dtable->block_data(t, k)).noalias() += dys * xs.transpose();
+            Eigen::Map<RowMat>(dtable.block_data(t, k)).noalias() += dys * xs.transpose();
           }
         }
     }
@@ -171,7 +197,7 @@ void rotate_backward_impl(const RotationTable<Scalar>& table, const Scalar* x, c
           if (dx)
             Eigen::Map<Eigen::Matrix<Scalar, Block, 1>>(dx + off).noalias() +=
                 Eigen::Map<const RowMat>(table.block_data(int(w), k)).transpose() * dyv;
-          if (dtable) Eigen::Map<RowMat>(dtable->block_data(int(w), k)).noalias() += dyv * xv.transpose();
+          if (dtable) Eigen::Map<RowMat>(dtable.block_data(int(w), k)).noalias() += dyv * xv.transpose();
         }
   }
 }
@@ -180,29 +206,39 @@ void rotate_backward_impl(const RotationTable<Scalar>& table, const Scalar* x, c
 
 // y = R·x blockwise for head `head` (or every head with kAllHeads). x and y are (B, T, H, D); y may be x.
 template <class Scalar>
-void rotate(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
+void rotate(RotationTableView<const Scalar> table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
             int head = kAllHeads) {
   detail::check_rotate_args(table, batch, tokens, heads, head, "rotate");
-  dispatch_block(table.block(), [&](auto b) {
+  dispatch_block(table.block, [&](auto b) {
     detail::rotate_impl<decltype(b)::value>(table, x, y, batch, tokens, heads, head);
   });
 }
+template <class Scalar>
+void rotate(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
+            int head = kAllHeads) {
+  rotate(table.view(), x, y, batch, tokens, heads, head);
+}
 
-// dx += Rᵀ·dy and *dtable += dy·xᵀ (summed over the batch and the heads rotated). dx or dtable may be null.
+// dx += Rᵀ·dy and dtable += dy·xᵀ (summed over the batch and the heads rotated). dx or dtable may be null.
 // x must be the input of the forward rotate (not its output).
+template <class Scalar>
+void rotate_backward(RotationTableView<const Scalar> table, const Scalar* x, const Scalar* dy, Scalar* dx,
+                     RotationTableView<Scalar> dtable, int batch, int tokens, int heads, int head = kAllHeads) {
+  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate_backward");
+  if (dtable)
+    LIERE_ENSURE(dtable.tokens == table.tokens && dtable.head_dim == table.head_dim && dtable.block == table.block,
+                 "rotate_backward: dtable is (" << dtable.tokens << ", " << dtable.head_dim << ", " << dtable.block
+                                                << ") but the table is (" << table.tokens << ", " << table.head_dim
+                                                << ", " << table.block << ")");
+  dispatch_block(table.block, [&](auto b) {
+    detail::rotate_backward_impl<decltype(b)::value>(table, x, dy, dx, dtable, batch, tokens, heads, head);
+  });
+}
 template <class Scalar>
 void rotate_backward(const RotationTable<Scalar>& table, const Scalar* x, const Scalar* dy, Scalar* dx,
                      RotationTable<Scalar>* dtable, int batch, int tokens, int heads, int head = kAllHeads) {
-  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate_backward");
-  if (dtable)
-    LIERE_ENSURE(dtable->tokens() == table.tokens() && dtable->head_dim() == table.head_dim() &&
-                     dtable->block() == table.block(),
-                 "rotate_backward: dtable is (" << dtable->tokens() << ", " << dtable->head_dim() << ", "
-                                                << dtable->block() << ") but the table is (" << table.tokens() << ", "
-                                                << table.head_dim() << ", " << table.block() << ")");
-  dispatch_block(table.block(), [&](auto b) {
-    detail::rotate_backward_impl<decltype(b)::value>(table, x, dy, dx, dtable, batch, tokens, heads, head);
-  });
+  rotate_backward(table.view(), x, dy, dx, dtable ? dtable->view() : RotationTableView<Scalar>{}, batch, tokens, heads,
+                  head);
 }
 
 }  // namespace liere

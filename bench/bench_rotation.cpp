@@ -1,0 +1,108 @@
+// bench/bench_rotation.cpp — rotation tables for one ViT-B attention layer, the workload of the foundation
+// issue: 12 heads (each its own LieRE parameters, official init U[0, 2π)), T = 64 positions on an 8×8 grid in
+// [0, 1] as the official code places them (linspace(0, 1, 8) per axis, first axis outermost), HeadDim 64,
+// Block ∈ {2, 8, 64}, float32, all threads.
+//   forward            the 12 rotation tables from the parameters
+//   forward + backward the tables, then the gradient to the parameters from a fixed random dL/dtable
+// Prints a table and JSON lines (--json PATH appends them); bench/compare.py runs this beside
+// bench/torch_rotation.py and prints the ratios.
+#define LIERE_COUNT_FLOPS
+#include <liere/liere.hpp>
+
+#include <cstring>
+#include <numbers>
+#include <random>
+
+#include "bench_util.hpp"
+
+namespace {
+
+struct Options {
+  int reps = 20;
+  std::string json;
+  std::vector<int> blocks = {2, 8, 64};
+};
+
+void usage(const char* argv0) {
+  std::printf(
+      "usage: %s [--reps N] [--blocks 2,8,64] [--json PATH]\n"
+      "Times LieRE rotation tables for one ViT-B layer (12 heads, 8x8 grid in [0,1], HeadDim 64, float32):\n"
+      "forward, and forward + backward to the parameters. Threads: OMP_NUM_THREADS (default: all cores).\n",
+      argv0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage(argv[0]);
+      return 0;
+    } else if (a == "--reps" && i + 1 < argc) {
+      opt.reps = std::atoi(argv[++i]);
+    } else if (a == "--json" && i + 1 < argc) {
+      opt.json = argv[++i];
+    } else if (a == "--blocks" && i + 1 < argc) {
+      opt.blocks.clear();
+      std::stringstream ss(argv[++i]);
+      for (std::string tok; std::getline(ss, tok, ',');) opt.blocks.push_back(std::stoi(tok));
+    } else {
+      std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  constexpr int heads = 12, tokens = 64, dim = 2, head_dim = 64;
+  std::vector<float> pos;
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) pos.insert(pos.end(), {float(i) / 7, float(j) / 7});
+
+  const double sgemm = liere::bench::measure_sgemm_gflops();
+  std::printf("threads %d, Eigen sgemm %.1f GFLOP/s\n", liere::bench::threads(), sgemm);
+  std::printf("%6s %12s %14s %14s %12s\n", "block", "fwd ms", "fwd+bwd ms", "GFLOP/s f+b", "of sgemm");
+  for (int block : opt.blocks) {
+    // One parameter set per head, all heads in one call: tables (heads × tokens) rows.
+    const liere::LieREGeometry geo{heads, dim, head_dim, block};
+    std::vector<float> params(geo.num_params()), dparams(geo.num_params());
+    for (int h = 0; h < heads; ++h)
+      liere::liere_init_uniform<float>(std::span<float>(params).subspan(std::size_t(h) * geo.params_per_set(), geo.params_per_set()),
+                                       2 * std::numbers::pi, 100 + h);
+    liere::RotationTable<float> table, dtable(heads * tokens, head_dim, block);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    for (float& v : dtable.data()) v = nd(rng);
+    auto forward = [&] { liere::liere_table_forward<float>(geo, params, pos, tokens, table); };
+    auto forward_backward = [&] {
+      forward();
+      std::fill(dparams.begin(), dparams.end(), 0.0f);
+      liere::liere_table_backward<float>(geo, params, pos, tokens, dtable, dparams);
+    };
+    const liere::bench::Timing tf = liere::bench::time_ms(forward, opt.reps);
+    const liere::bench::Timing tfb = liere::bench::time_ms(forward_backward, opt.reps);
+    liere::detail::product_flops = 0;
+    forward_backward();
+    const double gflops = double(liere::detail::product_flops.load()) / (tfb.median_ms * 1e6);
+    double orth = 0;
+    for (int t = 0; t < tokens; ++t) {
+      const Eigen::MatrixXd r = table.matrix(t).cast<double>();
+      orth = std::max(orth, (r.transpose() * r - Eigen::MatrixXd::Identity(head_dim, head_dim)).cwiseAbs().maxCoeff());
+    }
+    std::printf("%6d %12.2f %14.2f %14.1f %11.0f%%\n", block, tf.median_ms, tfb.median_ms, gflops, 100 * gflops / sgemm);
+    liere::bench::JsonLine()
+        .add("bench", "rotation_tables")
+        .add("impl", "liere")
+        .add("block", block)
+        .add("fwd_ms", tf.median_ms)
+        .add("fwdbwd_ms", tfb.median_ms)
+        .add("fwd_min_ms", tf.min_ms)
+        .add("fwdbwd_min_ms", tfb.min_ms)
+        .add("gflops_fwdbwd", gflops)
+        .add("sgemm_gflops", sgemm)
+        .add("orth_unit", orth)
+        .add("threads", liere::bench::threads())
+        .emit(opt.json);
+  }
+  return 0;
+}

@@ -1,0 +1,85 @@
+// bench/bench_util.hpp — timing (median of repetitions), the machine's sgemm rate, JSON lines.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace liere::bench {
+
+struct Timing {
+  double median_ms = 0, min_ms = 0;
+};
+
+// Runs f `warmup` times, then `reps` times, and returns the median and the minimum wall time.
+inline Timing time_ms(const std::function<void()>& f, int reps, int warmup = 2) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+inline int threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// The machine's sgemm rate through Eigen (all threads), GFLOP/s: the best of a few square and ViT-shaped
+// products, so "achieved / sgemm" ratios compare with what the hardware does on real GEMMs.
+inline double measure_sgemm_gflops() {
+  double best = 0;
+  for (auto [m, k, n] : std::vector<std::array<int, 3>>{{1024, 1024, 1024}, {8320, 192, 576}, {8320, 768, 192}}) {
+    Eigen::MatrixXf a = Eigen::MatrixXf::Random(m, k), b = Eigen::MatrixXf::Random(k, n), c(m, n);
+    const Timing t = time_ms([&] { c.noalias() = a * b; }, 7, 2);
+    best = std::max(best, 2.0 * m * k * n / (t.median_ms * 1e6));
+  }
+  return best;
+}
+
+// One JSON object per line: {"key": value, ...}; values are numbers or strings.
+class JsonLine {
+ public:
+  JsonLine& add(const std::string& k, double v) {
+    sep();
+    os_ << '"' << k << "\":" << v;
+    return *this;
+  }
+  JsonLine& add(const std::string& k, const std::string& v) {
+    sep();
+    os_ << '"' << k << "\":\"" << v << '"';
+    return *this;
+  }
+  std::string str() const { return "{" + os_.str() + "}"; }
+  void emit(const std::string& path) const {
+    std::printf("%s\n", str().c_str());
+    if (!path.empty()) std::ofstream(path, std::ios::app) << str() << '\n';
+  }
+
+ private:
+  void sep() {
+    if (!first_) os_ << ',';
+    first_ = false;
+  }
+  std::ostringstream os_;
+  bool first_ = true;
+};
+
+}  // namespace liere::bench
