@@ -1,0 +1,280 @@
+// liere/autodiff/tape.hpp — reverse-mode automatic differentiation with a tape of hand-written backwards.
+//
+// Three types:
+//   VarT<S>        a value (TensorT) and, when it requires a gradient, a gradient slot. A handle: copies share.
+//   ParameterT<S>  a VarT with a name and a persistent gradient that accumulates until zero_grad().
+//   TapeT<S>       the context of one forward/backward pass: the list of backward closures pushed by the ops
+//                  (autodiff/ops.hpp), the grad/no-grad switch, the training flag and the dropout Rng.
+//
+// An op computes its output with a forward kernel and, when the output requires a gradient, pushes a
+// closure that calls the matching backward kernel. The closure captures exactly what the backward needs:
+// the saved tensors (by handle, which keeps them alive) and GradRefs — small handles on gradient slots:
+//   gy.get()  the gradient that arrived at the output, or nullptr when none did (the closure returns);
+//   gx.acc()  the buffer to accumulate (+=) the input's gradient into, created zeroed on first use from the
+//             buffer pool; nullptr when that input needs no gradient (the kernel skips it).
+//   gx.acc_fresh(fresh)  the same, but a new buffer is left uninitialised and fresh = true: the kernel then
+//             writes instead of accumulating (linear's dx, GELU, dropout, residual add do this, which spares
+//             zero-filling most activation gradients).
+// tape.backward(loss) seeds dloss = 1 and runs the closures newest first, dropping each one after it ran:
+// what only that closure held (saved activations, the output's gradient) goes back to the buffer pool at
+// once, so memory falls during the backward pass as in PyTorch, and the next step reuses the same blocks.
+//
+// Gradients of parameters accumulate across backward passes until zero_grad(); activation gradients live
+// only as long as the closures and Vars that refer to them.
+#pragma once
+
+#include <functional>
+#include <liere/config.hpp>
+#include <liere/tensor/random.hpp>
+#include <liere/tensor/tensor.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace liere {
+
+// ---- gradient slots ------------------------------------------------------------------------------------
+// The gradient of one Var: created lazily (zeroed) the first time a backward accumulates into it. A slot
+// may be a reshaped view of another slot (VarT::reshape), sharing its buffer.
+template <class S>
+class GradSlot {
+ public:
+  explicit GradSlot(const Shape& shape) : shape_(shape) {}
+  GradSlot(std::shared_ptr<GradSlot> base, const Shape& shape) : shape_(shape), base_(std::move(base)) {}
+
+  const Shape& shape() const { return shape_; }
+  bool allocated() const { return base_ ? base_->allocated() : tensor_.defined(); }
+  // The buffer to accumulate into (zeroed when created).
+  S* acc() {
+    if (base_) return base_->acc();
+    if (!tensor_.defined()) tensor_ = TensorT<S>::zeros(shape_);
+    return tensor_.data();
+  }
+  // The buffer and whether it was just created *uninitialised* (fresh): the caller must then write every
+  // element instead of accumulating — which saves zero-filling buffers whose first writer can assign.
+  S* acc_fresh(bool& fresh) {
+    if (base_) return base_->acc_fresh(fresh);
+    fresh = !tensor_.defined();
+    if (fresh) tensor_ = TensorT<S>(shape_);
+    return tensor_.data();
+  }
+  // The gradient, or nullptr when nothing has been accumulated yet.
+  S* get() const { return base_ ? base_->get() : tensor_.data(); }
+  TensorT<S> tensor() {
+    acc();
+    return base_ ? base_->tensor().view(shape_) : tensor_;
+  }
+  // For parameters: a persistent buffer.
+  void set(TensorT<S> t) {
+    ensure_same_shape(t.shape(), shape_, "GradSlot::set");
+    tensor_ = std::move(t);
+  }
+
+ private:
+  Shape shape_;
+  TensorT<S> tensor_;
+  std::shared_ptr<GradSlot> base_;
+};
+
+template <class S>
+class GradRef {
+ public:
+  GradRef() = default;
+  explicit GradRef(std::shared_ptr<GradSlot<S>> slot) : slot_(std::move(slot)) {}
+  explicit operator bool() const { return bool(slot_); }
+  // Where to accumulate this gradient; nullptr when it is not wanted.
+  S* acc() const { return slot_ ? slot_->acc() : nullptr; }
+  // Like acc(), but a newly created buffer is left uninitialised and `fresh` is set: the kernel must then
+  // overwrite all of it (the `overwrite` arguments of the backward kernels) instead of accumulating.
+  S* acc_fresh(bool& fresh) const {
+    fresh = false;
+    return slot_ ? slot_->acc_fresh(fresh) : nullptr;
+  }
+  // The gradient that has arrived; nullptr when none (or when it is not tracked).
+  const S* get() const { return slot_ ? slot_->get() : nullptr; }
+
+ private:
+  std::shared_ptr<GradSlot<S>> slot_;
+};
+
+template <class S>
+class TapeT;
+
+// ---- Var -------------------------------------------------------------------------------------------------
+template <class S>
+class VarT {
+ public:
+  VarT() = default;
+  explicit VarT(TensorT<S> value, bool requires_grad = false) : node_(std::make_shared<Node>()) {
+    LIERE_ENSURE(value.defined(), "Var: the value tensor is undefined");
+    node_->value = std::move(value);
+    if (requires_grad) node_->grad = std::make_shared<GradSlot<S>>(node_->value.shape());
+  }
+
+  bool defined() const { return node_ != nullptr; }
+  const TensorT<S>& value() const {
+    check();
+    return node_->value;
+  }
+  const Shape& shape() const { return value().shape(); }
+  Index numel() const { return value().numel(); }
+  S* data() const { return value().data(); }
+  // The single value of a scalar (e.g. the loss).
+  S item() const {
+    LIERE_ENSURE(numel() == 1, "Var::item: needs a single value, shape is " << shape());
+    return data()[0];
+  }
+
+  bool requires_grad() const { return node_ && node_->grad; }
+  GradRef<S> grad_ref() const { return GradRef<S>(node_ ? node_->grad : nullptr); }
+  // Whether a gradient has arrived (or, for a parameter, exists).
+  bool has_grad() const { return requires_grad() && node_->grad->allocated(); }
+  // The gradient tensor (created zeroed if nothing arrived).
+  TensorT<S> grad() const {
+    LIERE_ENSURE(requires_grad(), "Var::grad: " << label() << " does not require a gradient");
+    return node_->grad->tensor();
+  }
+
+  // The same value seen with another shape (no copy, no tape entry): its gradient is a view of this
+  // Var's gradient.
+  VarT reshape(const Shape& shape) const {
+    VarT v;
+    v.node_ = std::make_shared<Node>();
+    v.node_->value = value().view(shape);
+    if (node_->grad) v.node_->grad = std::make_shared<GradSlot<S>>(node_->grad, shape);
+    v.node_->name = node_->name;
+    return v;
+  }
+
+  const std::string& name() const {
+    check();
+    return node_->name;
+  }
+  // "'blocks.0.mlp.fc1.weight' (192, 768)" or "a value of shape (8, 65, 192)": for error messages.
+  std::string label() const {
+    if (!node_) return "an undefined Var";
+    if (!node_->name.empty()) return "'" + node_->name + "' " + node_->value.shape().str();
+    return "a value of shape " + node_->value.shape().str();
+  }
+
+ protected:
+  struct Node {
+    TensorT<S> value;
+    std::shared_ptr<GradSlot<S>> grad;  // null: no gradient
+    std::string name;
+  };
+  void check() const { LIERE_ENSURE(node_ != nullptr, "Var: undefined (default-constructed) Var used"); }
+  std::shared_ptr<Node> node_;
+  friend class TapeT<S>;
+};
+
+// ---- Parameter -------------------------------------------------------------------------------------------
+// A trainable tensor: value and gradient are allocated once (zeros) and persist across steps.
+template <class S>
+class ParameterT : public VarT<S> {
+ public:
+  ParameterT() = default;
+  ParameterT(std::string name, const Shape& shape) {
+    this->node_ = std::make_shared<typename VarT<S>::Node>();
+    this->node_->value = TensorT<S>::zeros(shape);
+    this->node_->grad = std::make_shared<GradSlot<S>>(shape);
+    this->node_->grad->set(TensorT<S>::zeros(shape));
+    this->node_->name = std::move(name);
+  }
+  void zero_grad() const { this->grad().zero(); }
+};
+
+// ---- Tape ------------------------------------------------------------------------------------------------
+template <class S>
+class TapeT {
+ public:
+  using Backward = std::function<void()>;
+
+  TapeT() = default;
+  explicit TapeT(std::uint64_t seed) : rng_(seed) {}
+  TapeT(const TapeT&) = delete;
+  TapeT& operator=(const TapeT&) = delete;
+
+  // The output of an op: uninitialised pooled storage; it requires a gradient when gradients are enabled
+  // and one of the inputs requires one (undefined inputs, e.g. a missing bias, are ignored).
+  template <class... V>
+  VarT<S> output(const Shape& shape, const V&... inputs) const {
+    VarT<S> y{TensorT<S>(shape)};
+    if (grad_enabled_ && (inputs.requires_grad() || ...)) y.node_->grad = std::make_shared<GradSlot<S>>(shape);
+    return y;
+  }
+  // Appends a backward closure (call it only for an output that requires a gradient).
+  void push(Backward f) { ops_.push_back(std::move(f)); }
+
+  // dloss = 1, then every closure newest first; the tape is empty afterwards.
+  void backward(const VarT<S>& loss) {
+    LIERE_ENSURE(loss.defined() && loss.numel() == 1,
+                 "backward: the loss must be a single value, got " << loss.label());
+    backward(loss, TensorT<S>::full(loss.shape(), S(1)));
+  }
+  // dy given (a vector–Jacobian product): dy is added to y's gradient, then every closure runs.
+  void backward(const VarT<S>& y, const TensorT<S>& dy) {
+    LIERE_ENSURE(y.requires_grad(), "backward: " << y.label()
+                                                 << " does not require a gradient (no parameter in its graph, or it "
+                                                    "was computed in no-grad mode)");
+    ensure_same_shape(dy.shape(), y.shape(), "backward: seed gradient vs output");
+    S* g = y.grad_ref().acc();
+    const S* d = dy.data();
+    for (Index i = 0; i < dy.numel(); ++i) g[i] += d[i];
+    run();
+  }
+  // Drops every recorded closure (a forward pass whose backward is not wanted) and what they hold.
+  void clear() {
+    while (!ops_.empty()) ops_.pop_back();
+  }
+  std::size_t size() const { return ops_.size(); }
+  bool empty() const { return ops_.empty(); }
+
+  bool grad_enabled() const { return grad_enabled_; }
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+  // Training mode (dropout active) or evaluation mode.
+  bool training() const { return training_; }
+  void set_training(bool on) { training_ = on; }
+  // The generator dropout draws from (seed it, save its state in checkpoints).
+  Rng& rng() { return rng_; }
+
+  // RAII: no op records anything while it lives (evaluation, or code whose gradient is not wanted).
+  class NoGradGuard {
+   public:
+    explicit NoGradGuard(TapeT& t) : tape_(t), old_(t.grad_enabled_) { t.grad_enabled_ = false; }
+    ~NoGradGuard() { tape_.grad_enabled_ = old_; }
+    NoGradGuard(const NoGradGuard&) = delete;
+    NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+   private:
+    TapeT& tape_;
+    bool old_;
+  };
+  [[nodiscard]] NoGradGuard no_grad() { return NoGradGuard(*this); }
+
+ private:
+  void run() {
+    try {
+      while (!ops_.empty()) {
+        Backward f = std::move(ops_.back());
+        ops_.pop_back();
+        f();
+      }  // f (and what it captured) is released here, before the next closure runs
+    } catch (...) {
+      clear();
+      throw;
+    }
+  }
+
+  std::vector<Backward> ops_;
+  bool grad_enabled_ = true;
+  bool training_ = true;
+  Rng rng_{0};
+};
+
+using Var = VarT<float>;
+using Parameter = ParameterT<float>;
+using Tape = TapeT<float>;
+
+}  // namespace liere

@@ -1,0 +1,76 @@
+// liere/backend/cpu/cross_entropy.hpp — softmax and cross-entropy fused, mean over the batch
+// (torch.nn.CrossEntropyLoss(label_smoothing=ε)).
+//
+// For row b with logits z (K classes) and label y, the target is q = (1 − ε)·onehot(y) + ε/K:
+//   p = softmax(z),   ℓ_b = −Σ_k q_k log p_k = lse(z) − (1 − ε) z_y − (ε/K) Σ_k z_k,   L = (1/B) Σ_b ℓ_b
+//   dz_b += dL · (p_b − q_b) / B
+// The forward saves p (B, K). Rows run in parallel; the mean adds the per-row losses in order.
+#pragma once
+
+#include <cmath>
+#include <liere/backend/cpu/common.hpp>
+#include <vector>
+
+namespace liere::cpu {
+
+template <class S>
+S softmax_cross_entropy_forward(const S* logits,   // (B, K)
+                                const int* labels,  // (B), in [0, K)
+                                double smoothing,   // ε in [0, 1)
+                                S* probs,           // (B, K) saved softmax
+                                std::type_identity_t<S>* row_loss,  // (B) ℓ_b, or nullptr
+                                Index B, Index K) {
+  using std::exp;
+  using std::log;
+  LIERE_ENSURE(K > 0, "cross_entropy: no classes");
+  LIERE_ENSURE(smoothing >= 0 && smoothing < 1, "cross_entropy: label smoothing must be in [0, 1), got " << smoothing);
+  for (Index b = 0; b < B; ++b)
+    LIERE_ENSURE(labels[b] >= 0 && labels[b] < K,
+                 "cross_entropy: label " << labels[b] << " of sample " << b << " is outside [0, " << K << ")");
+  std::vector<S> losses(std::size_t(B), S(0));
+  const S eps_k = S(smoothing / double(K)), one_m_eps = S(1.0 - smoothing);
+#pragma omp parallel for schedule(static) if (B * K > kGrain)
+  for (Index b = 0; b < B; ++b) {
+    const S* z = logits + b * K;
+    S* p = probs + b * K;
+    S m = z[0];
+    for (Index k = 1; k < K; ++k)
+      if (z[k] > m) m = z[k];
+    S s = S(0), zsum = S(0);
+    for (Index k = 0; k < K; ++k) {
+      p[k] = exp(z[k] - m);
+      s += p[k];
+      zsum += z[k];
+    }
+    const S inv_s = S(1) / s;
+    for (Index k = 0; k < K; ++k) p[k] *= inv_s;
+    const S lse = m + log(s);
+    losses[std::size_t(b)] = lse - one_m_eps * z[labels[b]] - eps_k * zsum;
+  }
+  S total = S(0);
+  for (Index b = 0; b < B; ++b) {
+    total += losses[std::size_t(b)];
+    if (row_loss) row_loss[b] = losses[std::size_t(b)];
+  }
+  return B > 0 ? total / S(double(B)) : S(0);
+}
+
+template <class S>
+void softmax_cross_entropy_backward(const S* probs,     // (B, K)
+                                    const int* labels,  // (B)
+                                    double smoothing,
+                                    S dloss,            // dL/dL (the seed: 1 for a plain loss)
+                                    S* dlogits,         // (B, K)
+                                    Index B, Index K) {
+  const S eps_k = S(smoothing / double(K)), one_m_eps = S(1.0 - smoothing);
+  const S c = dloss / S(double(B));
+#pragma omp parallel for schedule(static) if (B * K > kGrain)
+  for (Index b = 0; b < B; ++b) {
+    const S* p = probs + b * K;
+    S* d = dlogits + b * K;
+    for (Index k = 0; k < K; ++k) d[k] += c * (p[k] - eps_k);
+    d[labels[b]] -= c * one_m_eps;
+  }
+}
+
+}  // namespace liere::cpu

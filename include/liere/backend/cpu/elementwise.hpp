@@ -1,0 +1,120 @@
+// liere/backend/cpu/elementwise.hpp — residual add, broadcast add, scaling, sum: the small glue ops.
+//
+//   add            y = a + b                      da += dy,  db += dy                  (residual connections;
+//                                                 overwrite_a/b: da = dy / db = dy for fresh buffers)
+//   add_broadcast  y[r, :] = x[r, :] + p          dx += dy,  dp += Σ_r dy[r, :]        (absolute position
+//                  x (R, M), p (M)                                                      embeddings, biases)
+//   mul            y = a ⊙ b                      da += dy ⊙ b,  db += dy ⊙ a          (gates, layer scale)
+//   scale          y = s · x                      dx += s · dy
+//   sum            y = Σ x                        dx += dy (a scalar)
+//   accumulate     d += s                         the "+=" of every backward, in parallel
+#pragma once
+
+#include <liere/backend/cpu/common.hpp>
+
+namespace liere::cpu {
+
+template <class S>
+void accumulate(const S* s,  // (n)
+                S* d,        // (n) += s
+                Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) d[i] += s[i];
+}
+
+template <class S>
+void add_forward(const S* a, const S* b,  // (n), (n)
+                 S* y,                    // (n)
+                 Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+// da and db may be the same buffer (add(x, x)); then overwrite_b must be false (only the first use is fresh).
+template <class S>
+void add_backward(const S* dy,  // (n)
+                  std::type_identity_t<S>* da, std::type_identity_t<S>* db,  // (n) or nullptr each
+                  Index n, bool overwrite_a = false, bool overwrite_b = false) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) {
+    if (da) da[i] = (overwrite_a ? S(0) : da[i]) + dy[i];
+    if (db) db[i] = (overwrite_b ? S(0) : db[i]) + dy[i];
+  }
+}
+
+template <class S>
+void add_broadcast_forward(const S* x,  // (R, M)
+                           const S* p,  // (M)
+                           S* y,        // (R, M)
+                           Index R, Index M) {
+#pragma omp parallel for schedule(static) if (R * M > kGrain)
+  for (Index r = 0; r < R; ++r) {
+    const S* xr = x + r * M;
+    S* yr = y + r * M;
+#pragma omp simd
+    for (Index i = 0; i < M; ++i) yr[i] = xr[i] + p[i];
+  }
+}
+
+template <class S>
+void add_broadcast_backward(const S* dy,  // (R, M)
+                            std::type_identity_t<S>* dx,  // (R, M) or nullptr
+                            std::type_identity_t<S>* dp,  // (M) or nullptr
+                            Index R, Index M) {
+  if (dx) accumulate(dy, dx, R * M);
+  if (dp) colsum_accumulate(dy, R, M, M, dp);
+}
+
+template <class S>
+void mul_forward(const S* a, const S* b,  // (n), (n)
+                 S* y,                    // (n)
+                 Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+template <class S>
+void mul_backward(const S* a, const S* b,  // (n), (n); a may be nullptr when db is, b when da is
+                  const S* dy,             // (n)
+                  std::type_identity_t<S>* da, std::type_identity_t<S>* db,  // (n) or nullptr each
+                  Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) {
+    if (da) da[i] += dy[i] * b[i];
+    if (db) db[i] += dy[i] * a[i];
+  }
+}
+
+template <class S>
+void scale_forward(const S* x, S s, S* y, Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) y[i] = s * x[i];
+}
+
+template <class S>
+void scale_backward(S s, const S* dy, S* dx, Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) dx[i] += s * dy[i];
+}
+
+// Σ x in a fixed order (blocks of 4096 summed first, then added in order): thread-count independent.
+template <class S>
+S sum_forward(const S* x, Index n) {
+  constexpr Index kBlock = 4096;
+  S total = S(0);
+  for (Index b = 0; b < n; b += kBlock) {
+    S part = S(0);
+    const Index e = std::min(n, b + kBlock);
+    for (Index i = b; i < e; ++i) part += x[i];
+    total += part;
+  }
+  return total;
+}
+
+template <class S>
+void sum_backward(S dy, S* dx, Index n) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) dx[i] += dy;
+}
+
+}  // namespace liere::cpu

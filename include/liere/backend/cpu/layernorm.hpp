@@ -1,0 +1,119 @@
+// liere/backend/cpu/layernorm.hpp — layer normalisation over the last dimension (torch.nn.LayerNorm).
+//
+// For each of the N rows of x (N, C):
+//   μ = mean(x),  σ² = mean((x − μ)²)  (biased, as PyTorch),  r = 1/√(σ² + eps),  x̂ = (x − μ)·r
+//   y = x̂ ⊙ γ + β
+// The forward saves μ and r per row (N each) for the backward:
+//   g = dy ⊙ γ
+//   dx += r · (g − mean(g) − x̂ · mean(g ⊙ x̂))
+//   dγ += Σ_n dy ⊙ x̂,   dβ += Σ_n dy
+// (from ∂x̂_j/∂x_i = r(δ_ij − 1/C − x̂_i x̂_j / C)). Rows run in parallel; dγ and dβ are summed per fixed
+// chunk of 64 rows and the chunks added in order (in double for float), so the result does not depend on the
+// thread count.
+// Template on the scalar: float for training, double (and dual numbers in the tests) for checking.
+#pragma once
+
+#include <cmath>
+#include <liere/backend/cpu/common.hpp>
+
+namespace liere::cpu {
+
+inline constexpr double kLayerNormEps = 1e-5;
+
+template <class S>
+void layernorm_forward(const S* x,   // (N, C)
+                       const S* g,   // (C) γ
+                       const S* b,   // (C) β
+                       S* y,         // (N, C)
+                       S* mean,      // (N) saved μ
+                       S* rstd,      // (N) saved 1/√(σ² + eps)
+                       Index N, Index C, double eps = kLayerNormEps) {
+  using std::sqrt;
+  const S inv_c = S(1) / S(double(C));
+#pragma omp parallel for schedule(static) if (N * C > kGrain)
+  for (Index n = 0; n < N; ++n) {
+    const S* xr = x + n * C;
+    S* yr = y + n * C;
+    S m = S(0);
+#pragma omp simd reduction(+ : m)
+    for (Index i = 0; i < C; ++i) m += xr[i];
+    m *= inv_c;
+    S v = S(0);
+#pragma omp simd reduction(+ : v)
+    for (Index i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
+    v *= inv_c;
+    const S r = S(1) / sqrt(v + S(eps));
+#pragma omp simd
+    for (Index i = 0; i < C; ++i) yr[i] = (xr[i] - m) * r * g[i] + b[i];
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+template <class S>
+void layernorm_backward(const S* x,     // (N, C)
+                        const S* g,     // (C) γ
+                        const S* mean,  // (N)
+                        const S* rstd,  // (N)
+                        const S* dy,    // (N, C)
+                        std::type_identity_t<S>* dx,  // (N, C) or nullptr
+                        std::type_identity_t<S>* dg,  // (C) or nullptr
+                        std::type_identity_t<S>* db,  // (C) or nullptr
+                        Index N, Index C) {
+  constexpr Index kChunk = 64;  // rows per partial sum of dγ, dβ (fixed: independent of the thread count)
+  const Index nchunks = (N + kChunk - 1) / kChunk;
+  const bool params = dg || db;
+  TensorT<S> partial;  // (nchunks, 2, C): Σ dy ⊙ x̂ and Σ dy per chunk
+  if (params) partial = TensorT<S>(Shape{nchunks, 2, C});
+  S* part = partial.data();
+  const S inv_c = S(1) / S(double(C));
+#pragma omp parallel for schedule(static) if (N * C > kGrain)
+  for (Index ch = 0; ch < nchunks; ++ch) {
+    S* pg = params ? part + ch * 2 * C : nullptr;
+    S* pb = params ? pg + C : nullptr;
+    if (params)
+      for (Index i = 0; i < 2 * C; ++i) pg[i] = S(0);
+    const Index n1 = std::min(N, (ch + 1) * kChunk);
+    for (Index n = ch * kChunk; n < n1; ++n) {
+      const S* xr = x + n * C;
+      const S* dyr = dy + n * C;
+      const S m = mean[n], r = rstd[n];
+      if (params) {
+#pragma omp simd
+        for (Index i = 0; i < C; ++i) {
+          pg[i] += dyr[i] * ((xr[i] - m) * r);
+          pb[i] += dyr[i];
+        }
+      }
+      if (dx) {
+        S sg = S(0), sgx = S(0);
+#pragma omp simd reduction(+ : sg, sgx)
+        for (Index i = 0; i < C; ++i) {
+          const S gi = dyr[i] * g[i];
+          sg += gi;
+          sgx += gi * ((xr[i] - m) * r);
+        }
+        sg *= inv_c;
+        sgx *= inv_c;
+        S* dxr = dx + n * C;
+#pragma omp simd
+        for (Index i = 0; i < C; ++i) dxr[i] += r * (dyr[i] * g[i] - sg - ((xr[i] - m) * r) * sgx);
+      }
+    }
+  }
+  if (params) {
+    // Chunks in order, columns in parallel.
+#pragma omp parallel for schedule(static) if (nchunks * C > kGrain)
+    for (Index i = 0; i < C; ++i) {
+      acc_t<S> sg = acc_t<S>(0), sb = acc_t<S>(0);
+      for (Index ch = 0; ch < nchunks; ++ch) {
+        sg += acc_t<S>(part[ch * 2 * C + i]);
+        sb += acc_t<S>(part[ch * 2 * C + C + i]);
+      }
+      if (dg) dg[i] += S(sg);
+      if (db) db[i] += S(sb);
+    }
+  }
+}
+
+}  // namespace liere::cpu

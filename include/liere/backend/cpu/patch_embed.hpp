@@ -1,0 +1,118 @@
+// liere/backend/cpu/patch_embed.hpp — patch (2D) and tubelet (3D) embedding: a convolution whose stride is
+// its kernel, as im2col + one GEMM.
+//
+// B batch, C channels, T frames, H×W pixels; tubelets of tt frames × p × p pixels (2D: T = tt = 1);
+// nt = T/tt, nh = H/p, nw = W/p; N = nt·nh·nw tokens in (t, h, w) row-major order; K = C·tt·p·p; D embed dim.
+//   x (B, C, T, H, W) --im2col--> cols (B·N, K) --· Wᵀ + b--> y (B, N, D)
+// Column k of cols is ((c·tt + dt)·p + dy)·p + dx, so W (D, K) is exactly PyTorch's Conv3d weight
+// (D, C, tt, p, p) — or Conv2d's (D, C, p, p) — flattened: checkpoints map 1:1, and y equals
+// conv(x).flatten(2).transpose(1, 2) as in timm's PatchEmbed.
+// Backward: dW += dyᵀ cols, db += Σ dy, dcols = dy W, dx += col2im(dcols) (patches do not overlap, so
+// col2im is a scatter without collisions). cols is recomputed in the backward instead of being saved; the
+// caller lends the scratch buffer (B·N·K = B·C·T·H·W values) to both passes.
+#pragma once
+
+#include <cstring>
+#include <liere/backend/cpu/common.hpp>
+#include <liere/backend/cpu/linear.hpp>
+
+namespace liere::cpu {
+
+struct PatchGeometry {
+  Index B = 0, C = 0, T = 1, H = 0, W = 0;  // input (B, C, T, H, W)
+  Index tt = 1, p = 1;                      // tubelet frames, patch side
+
+  Index nt() const { return T / tt; }
+  Index nh() const { return H / p; }
+  Index nw() const { return W / p; }
+  Index tokens() const { return nt() * nh() * nw(); }  // N
+  Index patch_size() const { return C * tt * p * p; }   // K
+  Index input_size() const { return B * C * T * H * W; }
+
+  void check() const {
+    LIERE_ENSURE(B >= 0 && C > 0 && T > 0 && H > 0 && W > 0 && tt > 0 && p > 0,
+                 "patch_embed: bad geometry B=" << B << " C=" << C << " T=" << T << " H=" << H << " W=" << W
+                                                << " tubelet=" << tt << " patch=" << p);
+    LIERE_ENSURE(T % tt == 0 && H % p == 0 && W % p == 0,
+                 "patch_embed: input (T, H, W) = (" << T << ", " << H << ", " << W << ") is not a multiple of the tubelet ("
+                                                   << tt << ", " << p << ", " << p << ")");
+  }
+};
+
+template <class S>
+void patch_im2col(const S* x,  // (B, C, T, H, W)
+                  S* cols,     // (B·N, K)
+                  const PatchGeometry& g) {
+  const Index N = g.tokens(), K = g.patch_size(), nh = g.nh(), nw = g.nw(), p = g.p, tt = g.tt;
+  const Index HW = g.H * g.W, THW = g.T * HW;
+#pragma omp parallel for schedule(static) if (g.B * N * K > kGrain)
+  for (Index row = 0; row < g.B * N; ++row) {
+    const Index b = row / N, n = row % N;
+    const Index it = n / (nh * nw), ih = (n / nw) % nh, iw = n % nw;
+    S* out = cols + row * K;
+    for (Index c = 0; c < g.C; ++c)
+      for (Index dt = 0; dt < tt; ++dt)
+        for (Index dy = 0; dy < p; ++dy) {
+          const S* src = x + b * g.C * THW + c * THW + (it * tt + dt) * HW + (ih * p + dy) * g.W + iw * p;
+          std::memcpy(out, src, std::size_t(p) * sizeof(S));
+          out += p;
+        }
+  }
+}
+
+// dx += col2im(dcols)
+template <class S>
+void patch_col2im_accumulate(const S* dcols,  // (B·N, K)
+                             S* dx,           // (B, C, T, H, W)
+                             const PatchGeometry& g) {
+  const Index N = g.tokens(), K = g.patch_size(), nh = g.nh(), nw = g.nw(), p = g.p, tt = g.tt;
+  const Index HW = g.H * g.W, THW = g.T * HW;
+#pragma omp parallel for schedule(static) if (g.B * N * K > kGrain)
+  for (Index row = 0; row < g.B * N; ++row) {
+    const Index b = row / N, n = row % N;
+    const Index it = n / (nh * nw), ih = (n / nw) % nh, iw = n % nw;
+    const S* in = dcols + row * K;
+    for (Index c = 0; c < g.C; ++c)
+      for (Index dt = 0; dt < tt; ++dt)
+        for (Index dy = 0; dy < p; ++dy) {
+          S* dst = dx + b * g.C * THW + c * THW + (it * tt + dt) * HW + (ih * p + dy) * g.W + iw * p;
+          for (Index j = 0; j < p; ++j) dst[j] += in[j];
+          in += p;
+        }
+  }
+}
+
+template <class S>
+void patch_embed_forward(const S* x,     // (B, C, T, H, W)
+                         const S* w,     // (D, K) = (D, C, tt, p, p)
+                         const std::type_identity_t<S>* bias,  // (D) or nullptr
+                         S* scratch,     // (B·N, K)
+                         S* y,           // (B, N, D)
+                         const PatchGeometry& g, Index D) {
+  g.check();
+  patch_im2col(x, scratch, g);
+  linear_forward(scratch, w, bias, y, g.B * g.tokens(), g.patch_size(), D);
+}
+
+template <class S>
+void patch_embed_backward(const S* x,   // (B, C, T, H, W)
+                          const S* w,   // (D, K)
+                          const S* dy,  // (B, N, D)
+                          S* scratch,   // (B·N, K), overwritten
+                          std::type_identity_t<S>* dx,  // (B, C, T, H, W) or nullptr
+                          std::type_identity_t<S>* dw,  // (D, K) or nullptr
+                          std::type_identity_t<S>* dbias,  // (D) or nullptr
+                          const PatchGeometry& g, Index D) {
+  const Index M = g.B * g.tokens(), K = g.patch_size();
+  if (dw) {
+    patch_im2col(x, scratch, g);
+    gemm<S>(true, false, D, K, M, S(1), dy, scratch, S(1), dw);
+  }
+  if (dbias) colsum_accumulate(dy, M, D, D, dbias);
+  if (dx) {
+    gemm<S>(false, false, M, K, D, S(1), dy, w, S(0), scratch);
+    patch_col2im_accumulate(scratch, dx, g);
+  }
+}
+
+}  // namespace liere::cpu

@@ -1,0 +1,39 @@
+// liere/nn/layernorm.hpp — torch.nn.LayerNorm over the last dimension, with an affine γ, β.
+// eps defaults to PyTorch's 1e-5 (timm's ViT passes 1e-6: give it explicitly to match a timm checkpoint).
+#pragma once
+
+#include <liere/autodiff/ops.hpp>
+#include <liere/nn/module.hpp>
+
+namespace liere::nn {
+
+template <class S>
+class LayerNormT {
+ public:
+  LayerNormT() = default;
+  // Registers <name>.weight (dim) = 1 and <name>.bias (dim) = 0.
+  LayerNormT(ParamsT<S>& params, const std::string& name, Index dim, double eps = cpu::kLayerNormEps)
+      : dim_(dim), eps_(eps) {
+    LIERE_ENSURE(dim > 0, "LayerNorm " << name << ": dim must be positive, got " << dim);
+    weight_ = params.add(join(name, "weight"), Shape{dim});
+    init::constant(weight_, 1.0);
+    bias_ = params.add(join(name, "bias"), Shape{dim});
+  }
+
+  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x) const { return ops::layernorm(tape, x, weight_, bias_, eps_); }
+  VarT<S> operator()(TapeT<S>& tape, const VarT<S>& x) const { return forward(tape, x); }
+
+  const ParameterT<S>& weight() const { return weight_; }
+  const ParameterT<S>& bias() const { return bias_; }
+  Index dim() const { return dim_; }
+  double eps() const { return eps_; }
+
+ private:
+  ParameterT<S> weight_, bias_;
+  Index dim_ = 0;
+  double eps_ = cpu::kLayerNormEps;
+};
+
+using LayerNorm = LayerNormT<float>;
+
+}  // namespace liere::nn

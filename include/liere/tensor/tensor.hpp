@@ -1,0 +1,249 @@
+// liere/tensor/tensor.hpp — shapes and the engine's dense tensor.
+//
+// TensorT<S> is a *handle*: a shape (up to 5 dimensions) and a pointer into shared, contiguous, row-major
+// storage. Copying a tensor copies the handle (cheap, shares the data, like torch.Tensor); `clone()`
+// copies the data. Views (`view`, `select`) share the storage and keep it alive. Storage comes from the
+// process-wide BufferPool (pool.hpp) and goes back there when the last handle dies; `wrap` makes a
+// non-owning tensor over memory the caller manages.
+//
+// Tensor = TensorT<float> is what training uses; TensorT<double> is used by the derivative tests.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <liere/config.hpp>
+#include <liere/tensor/pool.hpp>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace liere {
+
+using Index = std::int64_t;
+
+// ---- Shape ---------------------------------------------------------------------------------------------
+class Shape {
+ public:
+  static constexpr int kMaxRank = 5;
+
+  Shape() = default;  // rank 0: a scalar (numel 1)
+  Shape(std::initializer_list<Index> dims) {
+    LIERE_ENSURE(dims.size() <= std::size_t(kMaxRank),
+                 "Shape: at most " << kMaxRank << " dimensions, got " << dims.size());
+    for (Index d : dims) push_back(d);
+  }
+  template <class It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(Index(*first));
+  }
+
+  int rank() const { return rank_; }
+  // Dimension i; negative i counts from the end (-1: the last one).
+  Index operator[](int i) const {
+    const int j = i < 0 ? rank_ + i : i;
+    LIERE_ENSURE(j >= 0 && j < rank_, "Shape " << str() << ": no dimension " << i);
+    return dims_[j];
+  }
+  Index back() const { return (*this)[-1]; }
+  Index numel() const {
+    Index n = 1;
+    for (int i = 0; i < rank_; ++i) n *= dims_[i];
+    return n;
+  }
+  // Product of the dimensions before the last one (the "rows" of a row-major matrix view).
+  Index rows() const {
+    Index n = 1;
+    for (int i = 0; i + 1 < rank_; ++i) n *= dims_[i];
+    return n;
+  }
+
+  void push_back(Index d) {
+    LIERE_ENSURE(rank_ < kMaxRank, "Shape: at most " << kMaxRank << " dimensions");
+    LIERE_ENSURE(d >= 0, "Shape: negative dimension " << d);
+    dims_[rank_++] = d;
+  }
+  // The same shape with dimension i replaced.
+  Shape with(int i, Index d) const {
+    Shape s = *this;
+    const int j = i < 0 ? rank_ + i : i;
+    LIERE_ENSURE(j >= 0 && j < rank_, "Shape " << str() << ": no dimension " << i);
+    s.dims_[j] = d;
+    return s;
+  }
+  // The shape without its first dimension.
+  Shape tail() const {
+    LIERE_ENSURE(rank_ > 0, "Shape (): has no first dimension");
+    Shape s;
+    for (int i = 1; i < rank_; ++i) s.push_back(dims_[i]);
+    return s;
+  }
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.dims_[i] != b.dims_[i]) return false;
+    return true;
+  }
+
+  // "(8, 65, 192)", like PyTorch's torch.Size printing, for error messages.
+  std::string str() const {
+    std::string s = "(";
+    for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(dims_[i]);
+    return s + ")";
+  }
+  friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.str(); }
+
+ private:
+  std::array<Index, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+// ---- elementwise helpers on raw memory (parallel above a size threshold) ----------------------------------
+namespace detail {
+inline constexpr Index kParallelGrain = 1 << 15;  // elements below which a loop stays on one thread
+
+template <class S>
+void fill(S* p, Index n, S v) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (Index i = 0; i < n; ++i) p[i] = v;
+}
+template <class S>
+void copy(S* dst, const S* src, Index n) {
+  if (n <= kParallelGrain) {
+    std::memcpy(dst, src, std::size_t(n) * sizeof(S));
+    return;
+  }
+  constexpr Index chunk = 1 << 14;
+  const Index nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < nchunks; ++c) {
+    const Index b = c * chunk, e = std::min(n, b + chunk);
+    std::memcpy(dst + b, src + b, std::size_t(e - b) * sizeof(S));
+  }
+}
+}  // namespace detail
+
+// ---- Tensor ----------------------------------------------------------------------------------------------
+template <class S>
+class TensorT {
+  static_assert(std::is_trivially_copyable_v<S>, "TensorT: the scalar type must be trivially copyable");
+
+ public:
+  using Scalar = S;
+
+  TensorT() = default;  // undefined: no storage
+
+  // Uninitialised storage from the pool.
+  explicit TensorT(const Shape& shape) : shape_(shape) {
+    std::size_t capacity = 0;
+    void* p = buffer_pool().acquire(std::size_t(shape.numel()) * sizeof(S), &capacity);
+    storage_ = std::shared_ptr<void>(p, [capacity](void* q) { buffer_pool().release(q, capacity); });
+    data_ = static_cast<S*>(p);
+  }
+
+  static TensorT empty(const Shape& shape) { return TensorT(shape); }
+  static TensorT zeros(const Shape& shape) { return full(shape, S(0)); }
+  static TensorT full(const Shape& shape, S v) {
+    TensorT t(shape);
+    t.fill(v);
+    return t;
+  }
+  static TensorT from(const Shape& shape, std::span<const S> values) {
+    LIERE_ENSURE(Index(values.size()) == shape.numel(),
+                 "Tensor::from: shape " << shape << " needs " << shape.numel() << " values, got " << values.size());
+    TensorT t(shape);
+    std::copy(values.begin(), values.end(), t.data_);
+    return t;
+  }
+  static TensorT from(const Shape& shape, const std::vector<S>& values) {
+    return from(shape, std::span<const S>(values.data(), values.size()));
+  }
+  // A non-owning tensor over caller-managed memory (which must outlive every handle).
+  static TensorT wrap(S* data, const Shape& shape) {
+    TensorT t;
+    t.shape_ = shape;
+    t.data_ = data;
+    return t;
+  }
+
+  bool defined() const { return data_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  Index dim(int i) const { return shape_[i]; }
+  Index numel() const { return shape_.numel(); }
+  // Handle semantics: a const handle still refers to mutable data (as with std::span or torch.Tensor).
+  S* data() const { return data_; }
+  std::span<S> span() const { return {data_, std::size_t(numel())}; }
+  std::string str() const { return shape_.str(); }
+
+  // The same storage seen with another shape of the same number of elements.
+  TensorT view(const Shape& shape) const {
+    LIERE_ENSURE(shape.numel() == numel(), "Tensor::view: cannot view " << shape_ << " (" << numel()
+                                                                         << " elements) as " << shape);
+    TensorT t = *this;
+    t.shape_ = shape;
+    return t;
+  }
+  // Sub-tensor i along the first dimension (a view): (B, T, C).select(b) -> (T, C).
+  TensorT select(Index i) const {
+    LIERE_ENSURE(rank() > 0 && i >= 0 && i < dim(0), "Tensor::select: index " << i << " out of range for " << shape_);
+    TensorT t = *this;
+    t.shape_ = shape_.tail();
+    t.data_ = data_ + i * t.shape_.numel();
+    return t;
+  }
+
+  // Handle semantics: these write the (shared) data, so they are const like data().
+  const TensorT& zero() const { return fill(S(0)); }
+  const TensorT& fill(S v) const {
+    detail::fill(data_, numel(), v);
+    return *this;
+  }
+  // Copies the values of `src`, whose shape must be the same.
+  const TensorT& copy_from(const TensorT& src) const {
+    LIERE_ENSURE(src.shape_ == shape_, "Tensor::copy_from: shape " << src.shape_ << " != " << shape_);
+    if (src.data_ != data_) detail::copy(data_, src.data_, numel());
+    return *this;
+  }
+  TensorT clone() const {
+    TensorT t(shape_);
+    detail::copy(t.data_, data_, numel());
+    return t;
+  }
+  std::vector<S> to_vector() const { return std::vector<S>(data_, data_ + numel()); }
+
+  // Element access by indices (bounds-checked; for tests and small code, not for kernels).
+  template <class... I>
+  S& operator()(I... idx) const {
+    static_assert(sizeof...(I) <= Shape::kMaxRank);
+    const Index ix[] = {Index(idx)...};
+    LIERE_ENSURE(int(sizeof...(I)) == rank(), "Tensor: " << sizeof...(I) << " indices for shape " << shape_);
+    Index off = 0;
+    for (int k = 0; k < rank(); ++k) {
+      LIERE_ENSURE(ix[k] >= 0 && ix[k] < shape_[k], "Tensor: index " << ix[k] << " out of range in dimension " << k
+                                                                      << " of " << shape_);
+      off = off * shape_[k] + ix[k];
+    }
+    return data_[off];
+  }
+
+ private:
+  std::shared_ptr<void> storage_;
+  S* data_ = nullptr;
+  Shape shape_;
+};
+
+using Tensor = TensorT<float>;
+
+// Throws naming both shapes unless they are equal. `what` names the operation.
+inline void ensure_same_shape(const Shape& a, const Shape& b, const char* what) {
+  LIERE_ENSURE(a == b, what << ": shape mismatch " << a << " vs " << b);
+}
+
+}  // namespace liere

@@ -1,0 +1,355 @@
+// Checkpoints: safetensors byte layout, bit-exact round trips of parameters and optimizer state, clear errors
+// for truncated/corrupt files and mismatched models, and the atomic write.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <liere/autodiff/ops.hpp>
+#include <liere/nn/checkpoint.hpp>
+#include <liere/nn/linear.hpp>
+#include <liere/nn/mlp.hpp>
+#include <liere/nn/patch_embed.hpp>
+#include <liere/optim/adam.hpp>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace liere;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("liere_test_checkpoint_" + std::to_string(::getpid()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+template <class S>
+struct Model {
+  Rng rng;
+  nn::ParamsT<S> params;
+  nn::PatchEmbedT<S> patch;
+  ParameterT<S> cls;
+  nn::MlpT<S> mlp;
+  nn::LinearT<S> head;
+  Model(std::uint64_t seed, Index dim = 6, Index classes = 3)
+      : rng(seed),
+        patch(params, "patch_embed", 2, dim, 2, rng),
+        cls(params.add("cls_token", Shape{1, 1, dim})),
+        mlp(params, "blocks.0.mlp", dim, 2 * dim, dim, rng),
+        head(params, "head", dim, classes, rng) {
+    for (const auto& p : params) fill_uniform(p.value(), rng, -1, 1);
+  }
+  // A couple of optimizer steps so that m and v are not zero.
+  void train(optim::AdamT<S>& opt, int steps) {
+    TapeT<S> tape(1);
+    TensorT<S> img(Shape{2, 2, 4, 4});
+    fill_uniform(img, rng, -1, 1);
+    const std::vector<int> labels = {1, 2};
+    for (int i = 0; i < steps; ++i) {
+      VarT<S> x = ops::prepend_token(tape, patch(tape, VarT<S>(img)), cls);
+      x = ops::add(tape, x, mlp(tape, x));
+      tape.backward(ops::cross_entropy<S>(tape, head(tape, ops::mean_tokens(tape, x)), labels));
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+};
+
+template <class S>
+bool same_bytes(const TensorT<S>& a, const TensorT<S>& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), std::size_t(a.numel()) * sizeof(S)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: save then load round-trips parameters, optimizer state and metadata bit-exactly",
+          "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  Model<float> a(1);
+  optim::Adam opt_a(a.params.all(), optim::adamw_config(3e-3, 0.05));
+  a.train(opt_a, 3);
+  Rng run_rng(42);
+  run_rng.normal();
+  nn::save_checkpoint(path, a.params, &opt_a,
+                      {{"encoding", "liere8"}, {"epoch", "7"}, {"rng", run_rng.state()}, {"config", "dim=6 \"quoted\"\n"}});
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  Model<float> b(2);  // different values everywhere
+  optim::Adam opt_b(b.params.all(), optim::adamw_config(1.0, 0.05));
+  const nn::Metadata meta = nn::load_checkpoint(path, b.params, &opt_b, {{{"encoding", "liere8"}}});
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    INFO(a.params.all()[i].name());
+    CHECK(same_bytes(a.params.all()[i].value(), b.params.all()[i].value()));
+    CHECK(same_bytes(opt_a.states()[i].m, opt_b.states()[i].m));
+    CHECK(same_bytes(opt_a.states()[i].v, opt_b.states()[i].v));
+  }
+  CHECK(opt_b.steps() == 3);
+  CHECK(opt_b.lr() == 3e-3);
+  CHECK(meta.at("epoch") == "7");
+  CHECK(meta.at("config") == "dim=6 \"quoted\"\n");
+  CHECK(meta.at("format") == nn::kCheckpointFormat);
+  Rng restored(0);
+  restored.set_state(meta.at("rng"));
+  CHECK(restored.normal() == run_rng.normal());
+}
+
+TEST_CASE("checkpoint: resuming gives the same run as not stopping", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("resume.safetensors");
+  Model<float> a(3);
+  optim::Adam opt_a(a.params.all(), optim::adamw_config(1e-2, 0.05));
+  a.train(opt_a, 2);
+  nn::save_checkpoint(path, a.params, &opt_a, {{"rng", a.rng.state()}});
+  a.train(opt_a, 2);  // uninterrupted
+
+  Model<float> b(4);
+  optim::Adam opt_b(b.params.all(), optim::adamw_config(1e-2, 0.05));
+  const auto meta = nn::load_checkpoint(path, b.params, &opt_b);
+  b.rng.set_state(meta.at("rng"));
+  b.train(opt_b, 2);  // resumed
+  for (std::size_t i = 0; i < a.params.size(); ++i) CHECK(same_bytes(a.params.all()[i].value(), b.params.all()[i].value()));
+}
+
+TEST_CASE("checkpoint: the byte layout is safetensors", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("layout.safetensors");
+  Model<float> m(5);
+  nn::save_checkpoint(path, m.params, nullptr, {{"epoch", "1"}});
+  const std::string bytes = read_bytes(path);
+  REQUIRE(bytes.size() > 8);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | std::uint8_t(bytes[std::size_t(i)]);  // little-endian
+  REQUIRE(8 + n <= bytes.size());
+  CHECK((8 + n) % 8 == 0);  // data section 8-byte aligned
+  const std::string header = bytes.substr(8, n);
+  CHECK(header.front() == '{');
+  CHECK(header.substr(0, header.find_last_not_of(' ') + 1).back() == '}');  // padding is spaces only
+
+  // The exact entry of one tensor, as Python's safetensors writes it.
+  const auto& w = m.params["head.weight"];
+  const std::string key = "\"head.weight\":{\"dtype\":\"F32\",\"shape\":[3,6],\"data_offsets\":[";
+  const auto at = header.find(key);
+  REQUIRE(at != std::string::npos);
+  std::size_t begin = 0, end = 0;
+  REQUIRE(std::sscanf(header.c_str() + at + key.size(), "%zu,%zu", &begin, &end) == 2);
+  CHECK(end - begin == 3 * 6 * sizeof(float));
+  CHECK(std::memcmp(bytes.data() + 8 + n + begin, w.data(), end - begin) == 0);
+  CHECK(header.find("\"__metadata__\":{") != std::string::npos);
+  CHECK(header.find("\"epoch\":\"1\"") != std::string::npos);
+
+  // Parsed: every parameter with its shape, offsets contiguous in order and covering the data to EOF.
+  const nn::SafetensorsFile f = nn::load_safetensors(path);
+  REQUIRE(f.entries.size() == m.params.size());
+  std::size_t pos = 0;
+  for (std::size_t i = 0; i < f.entries.size(); ++i) {
+    const auto& e = f.entries[i];
+    const auto& p = m.params.all()[i];
+    CHECK(e.name == p.name());
+    CHECK(e.dtype == "F32");
+    CHECK(e.shape == p.shape());
+    CHECK(e.begin == pos);
+    pos = e.end;
+    CHECK(std::memcmp(bytes.data() + 8 + n + e.begin, p.data(), e.end - e.begin) == 0);
+  }
+  CHECK(8 + n + pos == bytes.size());
+}
+
+TEST_CASE("checkpoint: reads a file written by another safetensors writer", "[checkpoint]") {
+  // Header order differs from data order, no metadata, pretty-printed JSON, an escaped name.
+  TempDir dir;
+  const std::string path = dir.file("foreign.safetensors");
+  std::string header = "{\n  \"b\\u00e9ta\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]},\n"
+                       "  \"a\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [0, 4]}\n}";
+  while ((8 + header.size()) % 8) header += ' ';
+  std::string bytes(8, '\0');
+  const std::uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += header;
+  const float vals[3] = {1.5f, -2.0f, 3.25f};
+  bytes.append(reinterpret_cast<const char*>(vals), sizeof vals);
+  write_bytes(path, bytes);
+  const auto f = nn::load_safetensors(path);
+  CHECK(f.metadata.empty());
+  const Tensor a = f.tensor<float>("a"), b = f.tensor<float>("b\xC3\xA9ta");
+  CHECK(a.shape() == Shape{});
+  CHECK(a.data()[0] == 1.5f);
+  CHECK(b(1) == 3.25f);
+  CHECK_THROWS_WITH(f.tensor<double>("a"), Catch::Contains("dtype F32, expected F64"));
+}
+
+TEST_CASE("checkpoint: truncated and corrupt files give errors naming the file", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("good.safetensors"), bad = dir.file("bad.safetensors");
+  Model<float> m(6);
+  nn::save_checkpoint(path, m.params, nullptr);
+  const std::string bytes = read_bytes(path);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  for (std::size_t cut : {std::size_t(0), std::size_t(5), std::size_t(8 + n / 2), std::size_t(8 + n),
+                          std::size_t(8 + n + 10), bytes.size() - 1}) {
+    INFO("cut at " << cut << " of " << bytes.size());
+    write_bytes(bad, bytes.substr(0, cut));
+    CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains(bad) && Catch::Contains("truncated"));
+    CHECK_THROWS_AS(nn::load_checkpoint(bad, m.params), liere::Error);
+  }
+  // Trailing garbage after the data.
+  write_bytes(bad, bytes + "xyz");
+  CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains("trailing bytes"));
+  // A header that is not JSON.
+  std::string corrupt = bytes;
+  corrupt[corrupt.find(':', 8)] = '#';  // "name"#{...}
+  write_bytes(bad, corrupt);
+  CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains(bad) && Catch::Contains("bad JSON header"));
+  // Not a safetensors file at all.
+  write_bytes(bad, "hello, this is a text file and not a checkpoint");
+  CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains(bad) && Catch::Contains("not a safetensors file"));
+  CHECK_THROWS_WITH(nn::load_safetensors(dir.file("missing.safetensors")), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("checkpoint: a mismatched model or config is refused with a clear error, leaving the model untouched",
+          "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("small.safetensors");
+  Model<float> small(7);
+  nn::save_checkpoint(path, small.params, nullptr, {{"encoding", "liere8"}});
+
+  Model<float> wide(8, 8);
+  std::vector<std::vector<float>> before;
+  for (const auto& p : wide.params) before.push_back(p.value().to_vector());
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, wide.params),
+                    Catch::Contains("patch_embed.proj.weight: checkpoint (6, 2, 2, 2) != model (8, 2, 2, 2)"));
+  std::size_t i = 0;
+  for (const auto& p : wide.params) CHECK(p.value().to_vector() == before[i++]);  // nothing was copied
+
+  Model<float> same(9);
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, same.params, nullptr, {{{"encoding", "rope-mixed"}}}),
+                    Catch::Contains("checkpoint encoding 'liere8' != model encoding 'rope-mixed'"));
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, same.params, nullptr, {{{"config", "x"}}}),
+                    Catch::Contains("has no config"));
+  // Extra model parameter / extra checkpoint tensor.
+  same.params.add("extra", Shape{2});
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, same.params), Catch::Contains("has no tensor 'extra' (model (2))"));
+  nn::Params fewer;
+  Rng rng(1);
+  nn::Linear head(fewer, "head", 6, 3, rng);
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, fewer), Catch::Contains("has tensor 'patch_embed.proj.weight' (6, 2, 2, 2) that the model does not have"));
+  nn::LoadOptions lax;
+  lax.strict = false;
+  CHECK_NOTHROW(nn::load_checkpoint(path, fewer, nullptr, lax));
+  CHECK(head.weight().value().to_vector() == small.params["head.weight"].value().to_vector());
+  // Optimizer state asked for but not saved.
+  optim::Adam opt(small.params.all(), optim::adam_config(1e-3));
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, small.params, &opt), Catch::Contains("has no optimizer state"));
+  // Wrong dtype: a double model reading a float checkpoint.
+  Model<double> dbl(10);
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, dbl.params), Catch::Contains("checkpoint dtype F32 != model dtype F64"));
+}
+
+TEST_CASE("checkpoint: double parameters round-trip as F64", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("double.safetensors");
+  Model<double> a(11), b(12);
+  optim::AdamT<double> oa(a.params.all(), optim::adam_config(1e-2)), ob(b.params.all(), optim::adam_config(1e-2));
+  a.train(oa, 2);
+  nn::save_checkpoint(path, a.params, &oa);
+  nn::load_checkpoint(path, b.params, &ob);
+  for (std::size_t i = 0; i < a.params.size(); ++i) CHECK(same_bytes(a.params.all()[i].value(), b.params.all()[i].value()));
+  CHECK(read_bytes(path).find("\"dtype\":\"F64\"") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("atomic.safetensors");
+  Model<float> m(13);
+  nn::save_checkpoint(path, m.params, nullptr, {{"epoch", "1"}});
+  const std::string old = read_bytes(path);
+
+  // 1. Failure in the middle of writing the data (injected after ~100 bytes).
+  for (const auto& p : m.params) p.value().fill(0.5f);
+  nn::SaveOptions fail_midway;
+  fail_midway.on_write = [](std::size_t written, std::size_t total) {
+    if (written >= 100 && written < total) throw std::runtime_error("disk full (simulated)");
+  };
+  CHECK_THROWS_WITH(nn::save_checkpoint(path, m.params, nullptr, {{"epoch", "2"}}, fail_midway),
+                    Catch::Contains("disk full"));
+  CHECK(read_bytes(path) == old);
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  // 2. The temporary file cannot be created (its path is a directory).
+  fs::create_directory(path + ".tmp");
+  CHECK_THROWS_WITH(nn::save_checkpoint(path, m.params, nullptr, {{"epoch", "2"}}),
+                    Catch::Contains("cannot create '" + path + ".tmp'"));
+  CHECK(read_bytes(path) == old);
+  fs::remove(path + ".tmp");
+
+  // 3. A successful write replaces it.
+  nn::save_checkpoint(path, m.params, nullptr, {{"epoch", "2"}});
+  CHECK(nn::load_safetensors(path).metadata.at("epoch") == "2");
+}
+
+TEST_CASE("checkpoint: Python reads it as safetensors does (when python3 with numpy is installed)", "[checkpoint]") {
+  if (std::system("python3 -c 'import numpy' > /dev/null 2>&1") != 0) {
+    WARN("skipped: no python3 with numpy");
+    return;
+  }
+  TempDir dir;
+  const std::string path = dir.file("py.safetensors"), script = dir.file("check.py");
+  Model<float> m(14);
+  optim::Adam opt(m.params.all(), optim::adamw_config(1e-3));
+  m.train(opt, 1);
+  nn::save_checkpoint(path, m.params, &opt, {{"encoding", "liere8"}});
+  // The checks of safetensors' own validation (header size, UTF-8 JSON starting with '{', string metadata,
+  // offsets contiguous from 0 to EOF, sizes matching dtype × shape); safetensors.numpy.load_file too if installed.
+  write_bytes(script, R"PY(
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], 'rb').read()
+n, = struct.unpack('<Q', b[:8])
+assert 0 < n <= 100_000_000
+h = b[8:8 + n].decode('utf-8')
+assert h.startswith('{')
+d = json.loads(h)
+meta = d.pop('__metadata__', {})
+assert all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items())
+assert meta['encoding'] == 'liere8' and meta['optim.step'] == '1'
+buf = b[8 + n:]
+pos = 0
+for k, e in sorted(d.items(), key=lambda kv: kv[1]['data_offsets']):
+    s, t = e['data_offsets']
+    assert e['dtype'] == 'F32' and s == pos, k
+    assert t - s == 4 * int(np.prod(e['shape'], dtype=np.int64)), k
+    pos = t
+assert pos == len(buf)
+s, t = d['head.weight']['data_offsets']
+w = np.frombuffer(buf[s:t], dtype='<f4').reshape(d['head.weight']['shape'])
+print(repr(float(w[1, 2])))
+try:
+    from safetensors.numpy import load_file
+    assert np.array_equal(load_file(sys.argv[1])['head.weight'], w)
+except ImportError:
+    pass
+)PY");
+  const std::string out = dir.file("out.txt");
+  REQUIRE(std::system(("python3 " + script + " " + path + " > " + out).c_str()) == 0);
+  CHECK(std::stod(read_bytes(out)) == double(m.params["head.weight"].value()(1, 2)));
+}
