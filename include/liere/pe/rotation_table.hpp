@@ -18,6 +18,7 @@
 #include <liere/config.hpp>
 #include <liere/pe/blocks.hpp>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace liere {
@@ -34,6 +35,12 @@ struct RotationTableView {
   int num_blocks() const { return block ? head_dim / block : 0; }
   Scalar* block_data(int t, int k) const { return data + (std::size_t(t) * num_blocks() + k) * block * block; }
   explicit operator bool() const { return data != nullptr; }
+  // A mutable view converts to a read-only one.
+  operator RotationTableView<const Scalar>() const
+    requires(!std::is_const_v<Scalar>)
+  {
+    return {data, tokens, head_dim, block};
+  }
 };
 
 template <class Scalar>
@@ -102,6 +109,15 @@ class RotationTable {
   std::vector<Scalar> data_;  // (tokens, head_dim/block, block, block)
 };
 
+// Where element (b, t, h, i) of a (B, T, H, D) buffer lives: b·batch + t·token + h·D + i. Contiguous buffers
+// have token = H·D and batch = T·H·D; a packed qkv buffer has token = 3·H·D.
+struct HeadsLayout {
+  std::int64_t batch = 0, token = 0;
+  static HeadsLayout contiguous(int tokens, int heads, int head_dim) {
+    return {std::int64_t(tokens) * heads * head_dim, std::int64_t(heads) * head_dim};
+  }
+};
+
 namespace detail {
 
 template <class Scalar>
@@ -115,15 +131,15 @@ void check_rotate_args(const RotationTableView<const Scalar>& table, int batch, 
                    << batch << "); expected " << tokens << " or " << batch * tokens << " rows");
 }
 
-// One block size, known at compile time.
+// y = R·x for one block size known at compile time; x and y may be the same buffer.
 template <int Block, class Scalar>
-void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens,
-                 int heads, int head) {
+void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, HeadsLayout xl, Scalar* y,
+                 HeadsLayout yl, int batch, int tokens, int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   using Cols = Eigen::Matrix<Scalar, Block, Eigen::Dynamic>;
+  using Strided = Eigen::OuterStride<>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1, nh = h1 - h0;
-  const std::int64_t token_stride = std::int64_t(heads) * d, batch_stride = std::int64_t(tokens) * token_stride;
   if (table.tokens == tokens) {
     // Shared table: for each (t, h, k) one product R (Block×Block) · X (Block×B), X strided over the batch.
     const std::int64_t work = std::int64_t(tokens) * nh;
@@ -135,9 +151,9 @@ void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, 
         const int t = int(w / nh), h = h0 + int(w % nh);
         for (int k = 0; k < nb; ++k) {
           const Eigen::Map<const RowMat> r(table.block_data(t, k));
-          const std::int64_t off = t * token_stride + std::int64_t(h) * d + std::int64_t(k) * Block;
-          Eigen::Map<const Cols, 0, Eigen::OuterStride<>> xs(x + off, Block, batch, Eigen::OuterStride<>(batch_stride));
-          Eigen::Map<Cols, 0, Eigen::OuterStride<>> ys(y + off, Block, batch, Eigen::OuterStride<>(batch_stride));
+          const std::int64_t col = std::int64_t(h) * d + std::int64_t(k) * Block;
+          Eigen::Map<const Cols, 0, Strided> xs(x + t * xl.token + col, Block, batch, Strided(xl.batch));
+          Eigen::Map<Cols, 0, Strided> ys(y + t * yl.token + col, Block, batch, Strided(yl.batch));
           tmp.noalias() = r * xs;  // through a temporary: y may alias x
           ys = tmp;
         }
@@ -148,40 +164,43 @@ void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, 
     const std::int64_t work = std::int64_t(batch) * tokens;
 #pragma omp parallel for schedule(static)
     for (std::int64_t w = 0; w < work; ++w) {
+      const std::int64_t b = w / tokens, t = w % tokens;
       Eigen::Matrix<Scalar, Block, 1> tmp;
       for (int h = h0; h < h1; ++h)
         for (int k = 0; k < nb; ++k) {
           const Eigen::Map<const RowMat> r(table.block_data(int(w), k));
-          const std::int64_t off = w * token_stride + std::int64_t(h) * d + std::int64_t(k) * Block;
-          tmp.noalias() = r * Eigen::Map<const Eigen::Matrix<Scalar, Block, 1>>(x + off);
-          Eigen::Map<Eigen::Matrix<Scalar, Block, 1>>(y + off) = tmp;
+          const std::int64_t col = std::int64_t(h) * d + std::int64_t(k) * Block;
+          tmp.noalias() = r * Eigen::Map<const Eigen::Matrix<Scalar, Block, 1>>(x + b * xl.batch + t * xl.token + col);
+          Eigen::Map<Eigen::Matrix<Scalar, Block, 1>>(y + b * yl.batch + t * yl.token + col) = tmp;
         }
     }
   }
 }
 
+// dx += Rᵀ·dy and dtable += dy·xᵀ; x is the input of the forward rotation.
 template <int Block, class Scalar>
-void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Scalar* x, const Scalar* dy, Scalar* dx,
+void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Scalar* x, HeadsLayout xl,
+                          const Scalar* dy, HeadsLayout dyl, Scalar* dx, HeadsLayout dxl,
                           const RotationTableView<Scalar>& dtable, int batch, int tokens, int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   using Cols = Eigen::Matrix<Scalar, Block, Eigen::Dynamic>;
+  using Strided = Eigen::OuterStride<>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1;
-  const std::int64_t token_stride = std::int64_t(heads) * d, batch_stride = std::int64_t(tokens) * token_stride;
   if (table.tokens == tokens) {
     // Parallel over t: every dR(t) is written by one thread, heads summed in order (deterministic).
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < tokens; ++t) {
       for (int h = h0; h < h1; ++h)
         for (int k = 0; k < nb; ++k) {
-          const std::int64_t off = t * token_stride + std::int64_t(h) * d + std::int64_t(k) * Block;
-          Eigen::Map<const Cols, 0, Eigen::OuterStride<>> dys(dy + off, Block, batch, Eigen::OuterStride<>(batch_stride));
+          const std::int64_t col = std::int64_t(h) * d + std::int64_t(k) * Block;
+          Eigen::Map<const Cols, 0, Strided> dys(dy + t * dyl.token + col, Block, batch, Strided(dyl.batch));
           if (dx) {
-            Eigen::Map<Cols, 0, Eigen::OuterStride<>> dxs(dx + off, Block, batch, Eigen::OuterStride<>(batch_stride));
+            Eigen::Map<Cols, 0, Strided> dxs(dx + t * dxl.token + col, Block, batch, Strided(dxl.batch));
             dxs.noalias() += Eigen::Map<const RowMat>(table.block_data(t, k)).transpose() * dys;
           }
           if (dtable) {
-            Eigen::Map<const Cols, 0, Eigen::OuterStride<>> xs(x + off, Block, batch, Eigen::OuterStride<>(batch_stride));
+            Eigen::Map<const Cols, 0, Strided> xs(x + t * xl.token + col, Block, batch, Strided(xl.batch));
             Eigen::Map<RowMat>(dtable.block_data(t, k)).noalias() += dys * xs.transpose();
           }
         }
@@ -189,29 +208,55 @@ void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Sc
   } else {
     const std::int64_t work = std::int64_t(batch) * tokens;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t w = 0; w < work; ++w)
+    for (std::int64_t w = 0; w < work; ++w) {
+      const std::int64_t b = w / tokens, t = w % tokens;
       for (int h = h0; h < h1; ++h)
         for (int k = 0; k < nb; ++k) {
-          const std::int64_t off = w * token_stride + std::int64_t(h) * d + std::int64_t(k) * Block;
-          Eigen::Map<const Eigen::Matrix<Scalar, Block, 1>> dyv(dy + off), xv(x + off);
+          const std::int64_t col = std::int64_t(h) * d + std::int64_t(k) * Block;
+          Eigen::Map<const Eigen::Matrix<Scalar, Block, 1>> dyv(dy + b * dyl.batch + t * dyl.token + col),
+              xv(x + b * xl.batch + t * xl.token + col);
           if (dx)
-            Eigen::Map<Eigen::Matrix<Scalar, Block, 1>>(dx + off).noalias() +=
+            Eigen::Map<Eigen::Matrix<Scalar, Block, 1>>(dx + b * dxl.batch + t * dxl.token + col).noalias() +=
                 Eigen::Map<const RowMat>(table.block_data(int(w), k)).transpose() * dyv;
           if (dtable) Eigen::Map<RowMat>(dtable.block_data(int(w), k)).noalias() += dyv * xv.transpose();
         }
+    }
   }
 }
 
 }  // namespace detail
 
-// y = R·x blockwise for head `head` (or every head with kAllHeads). x and y are (B, T, H, D); y may be x.
+// Strided versions: x, y, dy, dx each with its own layout (see HeadsLayout).
+template <class Scalar>
+void rotate(RotationTableView<const Scalar> table, const Scalar* x, HeadsLayout xl, Scalar* y, HeadsLayout yl,
+            int batch, int tokens, int heads, int head = kAllHeads) {
+  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate");
+  dispatch_block(table.block, [&](auto b) {
+    detail::rotate_impl<decltype(b)::value>(table, x, xl, y, yl, batch, tokens, heads, head);
+  });
+}
+template <class Scalar>
+void rotate_backward(RotationTableView<const Scalar> table, const Scalar* x, HeadsLayout xl, const Scalar* dy,
+                     HeadsLayout dyl, Scalar* dx, HeadsLayout dxl, RotationTableView<Scalar> dtable, int batch,
+                     int tokens, int heads, int head = kAllHeads) {
+  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate_backward");
+  if (dtable)
+    LIERE_ENSURE(dtable.tokens == table.tokens && dtable.head_dim == table.head_dim && dtable.block == table.block,
+                 "rotate_backward: dtable is (" << dtable.tokens << ", " << dtable.head_dim << ", " << dtable.block
+                                                << ") but the table is (" << table.tokens << ", " << table.head_dim
+                                                << ", " << table.block << ")");
+  dispatch_block(table.block, [&](auto b) {
+    detail::rotate_backward_impl<decltype(b)::value>(table, x, xl, dy, dyl, dx, dxl, dtable, batch, tokens, heads, head);
+  });
+}
+
+// y = R·x blockwise for head `head` (or every head with kAllHeads). x and y are contiguous (B, T, H, D);
+// y may be x.
 template <class Scalar>
 void rotate(RotationTableView<const Scalar> table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
             int head = kAllHeads) {
-  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate");
-  dispatch_block(table.block, [&](auto b) {
-    detail::rotate_impl<decltype(b)::value>(table, x, y, batch, tokens, heads, head);
-  });
+  const HeadsLayout l = HeadsLayout::contiguous(tokens, heads, table.head_dim);
+  rotate(table, x, l, y, l, batch, tokens, heads, head);
 }
 template <class Scalar>
 void rotate(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y, int batch, int tokens, int heads,
@@ -220,19 +265,12 @@ void rotate(const RotationTable<Scalar>& table, const Scalar* x, Scalar* y, int 
 }
 
 // dx += Rᵀ·dy and dtable += dy·xᵀ (summed over the batch and the heads rotated). dx or dtable may be null.
-// x must be the input of the forward rotate (not its output).
+// x must be the input of the forward rotate (not its output). Contiguous (B, T, H, D) buffers.
 template <class Scalar>
 void rotate_backward(RotationTableView<const Scalar> table, const Scalar* x, const Scalar* dy, Scalar* dx,
                      RotationTableView<Scalar> dtable, int batch, int tokens, int heads, int head = kAllHeads) {
-  detail::check_rotate_args(table, batch, tokens, heads, head, "rotate_backward");
-  if (dtable)
-    LIERE_ENSURE(dtable.tokens == table.tokens && dtable.head_dim == table.head_dim && dtable.block == table.block,
-                 "rotate_backward: dtable is (" << dtable.tokens << ", " << dtable.head_dim << ", " << dtable.block
-                                                << ") but the table is (" << table.tokens << ", " << table.head_dim
-                                                << ", " << table.block << ")");
-  dispatch_block(table.block, [&](auto b) {
-    detail::rotate_backward_impl<decltype(b)::value>(table, x, dy, dx, dtable, batch, tokens, heads, head);
-  });
+  const HeadsLayout l = HeadsLayout::contiguous(tokens, heads, table.head_dim);
+  rotate_backward(table, x, l, dy, l, dx, l, dtable, batch, tokens, heads, head);
 }
 template <class Scalar>
 void rotate_backward(const RotationTable<Scalar>& table, const Scalar* x, const Scalar* dy, Scalar* dx,
