@@ -182,6 +182,19 @@ class ParameterT : public VarT<S> {
     this->node_->grad->set(TensorT<S>::zeros(shape));
     this->node_->name = std::move(name);
   }
+  // A parameter over storage owned elsewhere (value and gradient buffers of the same shape that outlive it),
+  // e.g. a position encoding's parameter block: the optimizer and checkpoints then update it in place.
+  static ParameterT wrap(std::string name, TensorT<S> value, TensorT<S> grad) {
+    LIERE_ENSURE(value.defined() && grad.defined(), "Parameter::wrap: '" << name << "' needs value and gradient buffers");
+    ensure_same_shape(grad.shape(), value.shape(), "Parameter::wrap: gradient vs value");
+    ParameterT p;
+    p.node_ = std::make_shared<typename VarT<S>::Node>();
+    p.node_->value = std::move(value);
+    p.node_->grad = std::make_shared<GradSlot<S>>(p.node_->value.shape());
+    p.node_->grad->set(std::move(grad));
+    p.node_->name = std::move(name);
+    return p;
+  }
   void zero_grad() const { this->grad().zero(); }
 };
 

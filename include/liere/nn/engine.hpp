@@ -5,6 +5,7 @@
 #include <liere/autodiff/ops.hpp>
 #include <liere/autodiff/tape.hpp>
 #include <liere/backend/cpu/kernels.hpp>
+#include <liere/nn/attention.hpp>
 #include <liere/nn/checkpoint.hpp>
 #include <liere/nn/dropout.hpp>
 #include <liere/nn/layernorm.hpp>
@@ -12,6 +13,8 @@
 #include <liere/nn/mlp.hpp>
 #include <liere/nn/module.hpp>
 #include <liere/nn/patch_embed.hpp>
+#include <liere/nn/position_encoding.hpp>
+#include <liere/nn/vit.hpp>
 #include <liere/optim/adam.hpp>
 #include <liere/optim/clip.hpp>
 #include <liere/optim/schedule.hpp>

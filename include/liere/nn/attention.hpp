@@ -1,0 +1,84 @@
+// liere/nn/attention.hpp — timm's Attention with a position encoding: qkv Linear → attention.hpp with the
+// encoding's rotations for this layer → proj Linear. Parameters <name>.qkv.{weight,bias} (3C, C) and
+// <name>.proj.{weight,bias} (C, C), as in timm, so the qkv output is the packed (B, T, 3, H, D) buffer that
+// attention_forward reads in place (ld = 3C).
+#pragma once
+
+#include <liere/attention.hpp>
+#include <liere/autodiff/ops.hpp>
+#include <liere/nn/linear.hpp>
+#include <liere/nn/module.hpp>
+#include <liere/nn/position_encoding.hpp>
+#include <memory>
+
+namespace liere::nn {
+
+// The attention op on the tape: qkv (B, T, 3C) → (B, T, C) with the rotations of `layer`.
+// `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map.
+template <class S>
+VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, PositionEncodingModuleT<S>* pe, int layer,
+                  std::shared_ptr<AttentionCache<S>> cache, std::span<const std::uint8_t> key_mask = {}) {
+  const Shape& xs = qkv.shape();
+  LIERE_ENSURE(xs.rank() == 3 && xs[2] % (3 * heads) == 0,
+               "attention: qkv must be (B, T, 3·C) with C divisible by " << heads << " heads, got " << xs);
+  const Index B = xs[0], T = xs[1], C = xs[2] / 3;
+  const AttentionShape s{int(B), int(T), heads, int(C / heads)};
+  AttentionRotations<S> rot;
+  if (pe) rot = pe->encoding().rotations(layer);
+  VarT<S> y = tape.output(Shape{B, T, C}, qkv);
+  const S* q = qkv.data();
+  attention_forward<S>(s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
+  if (y.requires_grad()) {
+    std::vector<std::uint8_t> mask(key_mask.begin(), key_mask.end());
+    tape.push([qkv, gx = qkv.grad_ref(), gy = y.grad_ref(), s, rot, pe, layer, cache, mask = std::move(mask), C] {
+      const S* dy = gy.get();
+      if (!dy) return;
+      S* dq = gx.acc();
+      const S* q = qkv.data();
+      std::vector<HeadRotationGrad<S>> drot;
+      const bool want_rot = pe && rot.any() && pe->encoding().config().info().learnable;
+      if (want_rot) drot = pe->encoding().rotation_grads(layer);
+      attention_backward<S>(s, q, q + C, q + 2 * C, 3 * C, rot, mask, dy, *cache, dq, dq ? dq + C : nullptr,
+                            dq ? dq + 2 * C : nullptr, want_rot ? &drot : nullptr);
+    });
+  }
+  return y;
+}
+
+template <class S>
+class AttentionT {
+ public:
+  AttentionT() = default;
+  AttentionT(ParamsT<S>& params, const std::string& name, Index dim, int heads, int layer, Rng& rng, bool qkv_bias = true)
+      : qkv_(params, join(name, "qkv"), dim, 3 * dim, rng, qkv_bias),
+        proj_(params, join(name, "proj"), dim, dim, rng),
+        heads_(heads),
+        layer_(layer),
+        cache_(std::make_shared<AttentionCache<S>>()) {
+    LIERE_ENSURE(heads > 0 && dim % heads == 0, "Attention " << name << ": dim " << dim << " is not divisible by "
+                                                             << heads << " heads");
+  }
+
+  // x (B, T, C) → (B, T, C). pe may be null (no rotary encoding).
+  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, PositionEncodingModuleT<S>* pe,
+                  std::span<const std::uint8_t> key_mask = {}) const {
+    VarT<S> qkv = qkv_(tape, x);
+    VarT<S> a = attention(tape, qkv, heads_, pe, layer_, cache_, key_mask);
+    return proj_(tape, a);
+  }
+
+  // The attention probabilities (B, H, T, T) of the last forward.
+  const std::vector<S>& last_probs() const { return cache_->probs; }
+  int heads() const { return heads_; }
+  const LinearT<S>& qkv() const { return qkv_; }
+  const LinearT<S>& proj() const { return proj_; }
+
+ private:
+  LinearT<S> qkv_, proj_;
+  int heads_ = 1, layer_ = 0;
+  std::shared_ptr<AttentionCache<S>> cache_;  // reused from step to step; one forward at a time per layer
+};
+
+using Attention = AttentionT<float>;
+
+}  // namespace liere::nn
