@@ -18,16 +18,21 @@
 namespace {
 
 struct Options {
-  int reps = 20;
+  int reps = 20, warmup = 2, threads = 0;
+  bool quick = false, skip_sgemm = false;
   std::string json;
   std::vector<int> blocks = {2, 8, 64};
 };
 
 void usage(const char* argv0) {
   std::printf(
-      "usage: %s [--reps N] [--blocks 2,8,64] [--json PATH]\n"
+      "usage: %s [--reps N] [--warmup N] [--threads N] [--blocks 2,8,64] [--json PATH] [--quick] [--skip-sgemm]\n"
       "Times LieRE rotation tables for one ViT-B layer (12 heads, 8x8 grid in [0,1], HeadDim 64, float32):\n"
-      "forward, and forward + backward to the parameters. Threads: OMP_NUM_THREADS (default: all cores).\n",
+      "forward, and forward + backward to the parameters (median [min] over --reps after --warmup).\n"
+      "  --threads N    OpenMP threads [OMP_NUM_THREADS or all cores]\n"
+      "  --json PATH    append one JSON object per block size to PATH\n"
+      "  --quick        smoke run: 3 reps, 1 warm-up\n"
+      "  --skip-sgemm   do not measure the machine's sgemm rate (no \"of sgemm\" column)\n",
       argv0);
 }
 
@@ -42,6 +47,14 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--reps" && i + 1 < argc) {
       opt.reps = std::atoi(argv[++i]);
+    } else if (a == "--warmup" && i + 1 < argc) {
+      opt.warmup = std::atoi(argv[++i]);
+    } else if (a == "--threads" && i + 1 < argc) {
+      opt.threads = std::atoi(argv[++i]);
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else if (a == "--skip-sgemm") {
+      opt.skip_sgemm = true;
     } else if (a == "--json" && i + 1 < argc) {
       opt.json = argv[++i];
     } else if (a == "--blocks" && i + 1 < argc) {
@@ -54,13 +67,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (opt.quick) {
+    opt.reps = std::min(opt.reps, 3);
+    opt.warmup = std::min(opt.warmup, 1);
+  }
+  opt.reps = std::max(opt.reps, 1);
+  liere::bench::set_threads(opt.threads);
   constexpr int heads = 12, tokens = 64, dim = 2, head_dim = 64;
   std::vector<float> pos;
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) pos.insert(pos.end(), {float(i) / 7, float(j) / 7});
 
-  const double sgemm = liere::bench::measure_sgemm_gflops();
-  std::printf("threads %d, Eigen sgemm %.1f GFLOP/s\n", liere::bench::threads(), sgemm);
+  const double sgemm = opt.skip_sgemm ? 0.0 : liere::bench::measure_sgemm_gflops();
+  std::printf("threads %d, reps %d, warmup %d, Eigen sgemm %.1f GFLOP/s (0: not measured)\n", liere::bench::threads(),
+              opt.reps, opt.warmup, sgemm);
   std::printf("%6s %12s %14s %14s %12s\n", "block", "fwd ms", "fwd+bwd ms", "GFLOP/s f+b", "of sgemm");
   for (int block : opt.blocks) {
     // One parameter set per head, all heads in one call: tables (heads × tokens) rows.
@@ -79,8 +99,8 @@ int main(int argc, char** argv) {
       std::fill(dparams.begin(), dparams.end(), 0.0f);
       liere::liere_table_backward<float>(geo, params, pos, tokens, dtable, dparams);
     };
-    const liere::bench::Timing tf = liere::bench::time_ms(forward, opt.reps);
-    const liere::bench::Timing tfb = liere::bench::time_ms(forward_backward, opt.reps);
+    const liere::bench::Timing tf = liere::bench::time_ms(forward, opt.reps, opt.warmup);
+    const liere::bench::Timing tfb = liere::bench::time_ms(forward_backward, opt.reps, opt.warmup);
     liere::detail::product_flops = 0;
     forward_backward();
     const double gflops = double(liere::detail::product_flops.load()) / (tfb.median_ms * 1e6);
@@ -89,9 +109,10 @@ int main(int argc, char** argv) {
       const Eigen::MatrixXd r = table.matrix(t).cast<double>();
       orth = std::max(orth, (r.transpose() * r - Eigen::MatrixXd::Identity(head_dim, head_dim)).cwiseAbs().maxCoeff());
     }
-    std::printf("%6d %12.2f %14.2f %14.1f %11.0f%%\n", block, tf.median_ms, tfb.median_ms, gflops, 100 * gflops / sgemm);
-    liere::bench::JsonLine()
-        .add("bench", "rotation_tables")
+    std::printf("%6d %12.2f %14.2f %14.1f %11.0f%%\n", block, tf.median_ms, tfb.median_ms, gflops,
+                sgemm > 0 ? 100 * gflops / sgemm : 0.0);
+    liere::bench::JsonLine j;
+    j.add("bench", "rotation_tables")
         .add("impl", "liere")
         .add("block", block)
         .add("fwd_ms", tf.median_ms)
@@ -99,10 +120,13 @@ int main(int argc, char** argv) {
         .add("fwd_min_ms", tf.min_ms)
         .add("fwdbwd_min_ms", tfb.min_ms)
         .add("gflops_fwdbwd", gflops)
-        .add("sgemm_gflops", sgemm)
         .add("orth_unit", orth)
         .add("threads", liere::bench::threads())
-        .emit(opt.json);
+        .add("reps", opt.reps)
+        .add("warmup", opt.warmup)
+        .add("peak_rss_mib", liere::bench::peak_rss_mib());
+    if (sgemm > 0) j.add("sgemm_gflops", sgemm);
+    j.emit(opt.json);
   }
   return 0;
 }

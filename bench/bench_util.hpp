@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,6 +43,22 @@ inline int threads() {
 #else
   return 1;
 #endif
+}
+
+// Sets the number of OpenMP threads (n > 0; n <= 0 keeps OMP_NUM_THREADS or all cores).
+inline void set_threads(int n) {
+#ifdef _OPENMP
+  if (n > 0) omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+// Peak resident set size of this process so far, MiB (Linux reports ru_maxrss in KiB).
+inline double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
 }
 
 // The machine's sgemm rate through Eigen (all threads), GFLOP/s: the best of a few square and ViT-shaped

@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""liere against PyTorch, side by side in one run: the C++ benchmarks and their PyTorch peers, interleaved.
+
+Workloads (see bench/README.md for what each side times):
+  rotation   bench_rotation      vs bench/torch_rotation.py   rotation tables of one ViT-B layer, Block 2, 8, 64
+             targets: >= 20x faster for Block 8, >= 5x for Block 64 (fwd and fwd+bwd); Block 2: reported only
+  attention  bench_attention     vs bench/torch_attention.py  one attention layer + PE, B=128, T=65, dim 192
+             targets: >= 2x faster for every encoding (fwd and fwd+bwd); liere8's time within 15% of none's
+             (liere64 is also shown against torch's liere64-dense-official, the official code's form)
+
+Noise: the machine is shared. Every configuration (one block, one encoding) runs as its own pair of processes,
+liere then torch in even rounds and torch then liere in odd rounds, so that a burst of load hits both sides.
+Times are the median over rounds of each run's median; the ratio is torch / liere of those medians, with the
+range of the per-round ratios beside it.
+
+The driver imports no torch: it runs /usr/bin/python3 bench/torch_*.py (Debian's torch with OpenBLAS) and the
+C++ programs from --build-dir, and reads their --json output.
+
+Example:
+  cmake -S . -B build-bench -DLIERE_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=Release
+  cmake --build build-bench -j2 --target bench_rotation bench_attention
+  /usr/bin/python3 bench/compare.py --build-dir build-bench --rounds 3 --json build-bench/compare.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_PYTHON = "/usr/bin/python3"
+
+ROTATION_TARGETS = {8: 20.0, 64: 5.0}  # block -> minimum torch/liere ratio
+ATTENTION_TARGET = 2.0
+LIERE8_VS_NONE = 1.15                    # liere8 time / none time at most
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default="build-bench", help="CMake build folder with bench/bench_* [build-bench]")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per configuration [3]")
+    p.add_argument("--only", choices=["rotation", "attention"], help="run one workload only")
+    p.add_argument("--json", metavar="OUT", help="write every table row (and the raw runs) as JSON lines to OUT")
+    p.add_argument("--threads", type=int, default=2, help="threads on both sides [2]")
+    p.add_argument("--reps", type=int, default=None,
+                   help="timed repetitions per run on both sides [rotation 10, attention 7]")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up repetitions per run [2]")
+    p.add_argument("--blocks", default="2,8,64", help="rotation block sizes [2,8,64]")
+    p.add_argument("--enc", default="none,rope-mixed,liere8,liere64", help="attention encodings [none,rope-mixed,liere8,liere64]")
+    p.add_argument("--no-dense-official", action="store_true",
+                   help="skip torch's liere64-dense-official (slow: about 1-5 s per fwd+bwd)")
+    p.add_argument("--gemm", choices=["eigen", "openblas"], default=None,
+                   help="liere's GEMM for bench_attention (LIERE_GEMM); default: the library's default")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1 round, 2 reps, 1 warm-up")
+    p.add_argument("--verbose", action="store_true", help="show the output of every program")
+    a = p.parse_args()
+    if a.quick:
+        a.rounds, a.reps, a.warmup = 1, 2, 1
+    return a
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Running one side
+# --------------------------------------------------------------------------------------------------------------
+
+
+def run(cmd: list[str], args, env=None) -> list[dict]:
+    """Runs cmd with --json TMP appended; returns the JSON records it wrote."""
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl", delete=True) as tmp:
+        full = cmd + ["--json", tmp.name]
+        t0 = time.time()
+        res = subprocess.run(full, stdout=None if args.verbose else subprocess.PIPE,
+                             stderr=subprocess.STDOUT if not args.verbose else None, text=True, env=env)
+        if res.returncode != 0:
+            print(f"   FAILED ({res.returncode}): {' '.join(full)}")
+            if res.stdout:
+                print(res.stdout[-3000:])
+            return []
+        recs = [json.loads(line) for line in open(tmp.name) if line.strip()]
+        for r in recs:
+            r["_wall_s"] = round(time.time() - t0, 2)
+        return recs
+
+
+def liere_env(args):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(args.threads)
+    if args.gemm:
+        env["LIERE_GEMM"] = args.gemm
+    return env
+
+
+def rotation_pair(args, block: int, first_round: bool) -> tuple[list[dict], list[dict]]:
+    reps = str(args.reps or 10)
+    warm = str(args.warmup if args.warmup is not None else 2)
+    exe = os.path.join(args.build_dir, "bench", "bench_rotation")
+    c = [exe, "--blocks", str(block), "--reps", reps, "--warmup", warm, "--threads", str(args.threads)]
+    t = [TORCH_PYTHON, os.path.join(HERE, "torch_rotation.py"), "--blocks", str(block), "--reps", reps,
+         "--warmup", warm, "--threads", str(args.threads)]
+    if not first_round:
+        c.append("--skip-sgemm")
+        t.append("--skip-sgemm")
+    return c, t
+
+
+def attention_pair(args, enc: str, first_round: bool):
+    reps = str(args.reps or 7)
+    warm = str(args.warmup if args.warmup is not None else 2)
+    exe = os.path.join(args.build_dir, "bench", "bench_attention")
+    c = [exe, "--enc", enc, "--reps", reps, "--warmup", warm, "--threads", str(args.threads), "--no-isolate"]
+    t = [TORCH_PYTHON, os.path.join(HERE, "torch_attention.py"), "--enc", enc, "--reps", reps, "--warmup", warm,
+         "--threads", str(args.threads), "--no-isolate"]
+    if not first_round:
+        c.append("--skip-sgemm")
+        t.append("--skip-sgemm")
+    return c, t
+
+
+def collect(args, workload: str, configs: list, pair_fn, torch_only: list) -> dict:
+    """runs[(config, impl)] = list of records, one per round."""
+    runs: dict = {}
+    env = liere_env(args)
+    for rnd in range(args.rounds):
+        for i, cfg in enumerate(configs):
+            c_cmd, t_cmd = pair_fn(args, cfg, rnd == 0 and i == 0)
+            order = [("liere", c_cmd), ("torch", t_cmd)]
+            if rnd % 2 == 1:
+                order.reverse()
+            for impl, cmd in order:
+                recs = run(cmd, args, env if impl == "liere" else None)
+                for r in recs:
+                    runs.setdefault((cfg, impl), []).append(r)
+                tag = f"{recs[0]['fwdbwd_ms']:.1f} ms" if recs else "failed"
+                print(f"   round {rnd + 1}/{args.rounds} {workload} {cfg} {impl}: fwd+bwd {tag}", flush=True)
+        for cfg, t_cmd in torch_only:  # torch-only peers (no liere twin), once per round
+            recs = run(t_cmd(args, rnd == 0), args)
+            for r in recs:
+                runs.setdefault((cfg, "torch"), []).append(r)
+            tag = f"{recs[0]['fwdbwd_ms']:.1f} ms" if recs else "failed"
+            print(f"   round {rnd + 1}/{args.rounds} {workload} {cfg} torch: fwd+bwd {tag}", flush=True)
+    return runs
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------------------------
+
+
+def med(records: list[dict], key: str):
+    vals = [r[key] for r in records if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def ratio_row(workload, config, phase, key, lrecs, trecs, target, note=""):
+    lm, tm = med(lrecs, key), med(trecs, key)
+    per_round = [t[key] / l[key] for l, t in zip(lrecs, trecs) if l.get(key) and t.get(key)]
+    ratio = tm / lm if lm and tm else None
+    return {
+        "workload": workload, "config": config, "phase": phase, "liere_ms": lm, "torch_ms": tm, "ratio": ratio,
+        "ratio_min": min(per_round) if per_round else None, "ratio_max": max(per_round) if per_round else None,
+        "target": target, "met": (ratio >= target) if (ratio is not None and target is not None) else None,
+        "rounds": len(per_round), "note": note,
+    }
+
+
+def fmt(v, f="{:.1f}"):
+    return "-" if v is None else f.format(v)
+
+
+def print_rows(rows: list[dict]) -> None:
+    head = ["workload", "config", "phase", "liere ms", "torch ms", "ratio", "per-round", "target", "met"]
+    cells = [head]
+    for r in rows:
+        if r.get("kind") == "relative":
+            cells.append([r["workload"], r["config"], r["phase"], fmt(r["liere_ms"]), fmt(r["base_ms"]),
+                          fmt(r["ratio"], "{:.2f}"), f"{fmt(r['ratio_min'], '{:.2f}')}-{fmt(r['ratio_max'], '{:.2f}')}",
+                          f"<= {r['target']:.2f}", "-" if r["met"] is None else ("yes" if r["met"] else "NO")])
+            continue
+        pr = f"{fmt(r['ratio_min'], '{:.1f}')}-{fmt(r['ratio_max'], '{:.1f}')}" if r["rounds"] > 1 else ""
+        cells.append([r["workload"], r["config"], r["phase"], fmt(r["liere_ms"], "{:.2f}"), fmt(r["torch_ms"], "{:.2f}"),
+                      fmt(r["ratio"], "{:.1f}x"), pr, "-" if r["target"] is None else f">= {r['target']:g}x",
+                      "-" if r["met"] is None else ("yes" if r["met"] else "NO")])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    for j, line in enumerate(cells):
+        print("  " + "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))))
+        if j == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def rotation_rows(runs, blocks):
+    rows = []
+    for b in blocks:
+        lrecs, trecs = runs.get((b, "liere"), []), runs.get((b, "torch"), [])
+        for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
+            rows.append(ratio_row("rotation", f"block {b}", phase, key, lrecs, trecs, ROTATION_TARGETS.get(b)))
+    return rows
+
+
+def attention_rows(runs, encs, dense):
+    rows = []
+    for e in encs:
+        lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
+        for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
+            rows.append(ratio_row("attention", e, phase, key, lrecs, trecs, ATTENTION_TARGET))
+    if dense and "liere64" in encs:
+        lrecs, trecs = runs.get(("liere64", "liere"), []), runs.get(("liere64-dense-official", "torch"), [])
+        for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
+            rows.append(ratio_row("attention", "liere64 vs dense-official", phase, key, lrecs, trecs, ATTENTION_TARGET,
+                                  note="torch side: the official code's broadcasting-matmul form"))
+    if "liere8" in encs and "none" in encs:
+        for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
+            l8, ln = runs.get(("liere8", "liere"), []), runs.get(("none", "liere"), [])
+            m8, mn = med(l8, key), med(ln, key)
+            per_round = [a[key] / b[key] for a, b in zip(l8, ln)]
+            r = m8 / mn if m8 and mn else None
+            rows.append({"kind": "relative", "workload": "attention", "config": "liere liere8 / none", "phase": phase,
+                         "liere_ms": m8, "base_ms": mn, "ratio": r,
+                         "ratio_min": min(per_round) if per_round else None,
+                         "ratio_max": max(per_round) if per_round else None,
+                         "target": LIERE8_VS_NONE, "met": (r <= LIERE8_VS_NONE) if r is not None else None})
+    return rows
+
+
+def sgemm_of(runs, impl):
+    vals = {}
+    for (cfg, i), recs in runs.items():
+        if i != impl:
+            continue
+        for r in recs:
+            for k in ("sgemm_gflops", "sgemm_gflops_8320x192x576", "sgemm_gflops_1024"):
+                if r.get(k):
+                    vals.setdefault(k, []).append(r[k])
+    return {k: max(v) for k, v in vals.items()}
+
+
+def print_gflops(workload, runs, configs, sg_l, sg_t):
+    """Achieved GFLOP/s of liere (its own flop count) and of torch on the same count, next to the sgemm rates."""
+    print(f"\n  {workload}: achieved GFLOP/s, fwd+bwd (flops counted by the C++ benchmark; torch: the same count / its time)")
+    sg = sg_l.get("sgemm_gflops")
+    print(f"    sgemm, best probe: liere (Eigen) {fmt(sg)} GFLOP/s; torch (OpenBLAS) 8320x192x576 "
+          f"{fmt(sg_t.get('sgemm_gflops_8320x192x576'))}, 1024^3 {fmt(sg_t.get('sgemm_gflops_1024'))} GFLOP/s")
+    out = []
+    for cfg in configs:
+        lrecs, trecs = runs.get((cfg, "liere"), []), runs.get((cfg, "torch"), [])
+        if not lrecs:
+            continue
+        lt, tt = med(lrecs, "fwdbwd_ms"), med(trecs, "fwdbwd_ms")
+        if workload == "rotation":
+            g = med(lrecs, "gflops_fwdbwd")
+            flops = g * lt * 1e6 if g and lt else None
+        else:
+            flops = med(lrecs, "flops_fwdbwd")
+        gl = flops / (lt * 1e6) if flops and lt else None
+        gt = flops / (tt * 1e6) if flops and tt else None
+        pct = f"{100 * gl / sg:.0f}% of sgemm" if gl and sg else ""
+        print(f"    {str(cfg):>12}: liere {fmt(gl)} GFLOP/s {pct}; torch {fmt(gt)} GFLOP/s "
+              f"({fmt(flops / 1e9 if flops else None, '{:.3f}')} GFLOP per fwd+bwd)")
+        out.append({"workload": workload, "config": cfg, "liere_gflops": gl, "torch_gflops": gt, "sgemm_liere": sg,
+                    "sgemm_torch_8320x192x576": sg_t.get("sgemm_gflops_8320x192x576"),
+                    "sgemm_torch_1024": sg_t.get("sgemm_gflops_1024"), "flops_fwdbwd": flops})
+    return out
+
+
+def main() -> int:
+    args = parse_args()
+    for prog in ("bench_rotation", "bench_attention"):
+        if args.only and not prog.endswith(args.only):
+            continue
+        path = os.path.join(args.build_dir, "bench", prog)
+        if not os.access(path, os.X_OK):
+            print(f"missing {path}: build it with  cmake --build {args.build_dir} --target {prog}")
+            return 2
+    load = os.getloadavg()[0]
+    print(f"== liere vs PyTorch, {args.rounds} interleaved round(s), {args.threads} threads, load average {load:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    all_rows, gflops, raw = [], [], []
+    if args.only in (None, "rotation"):
+        blocks = [int(b) for b in args.blocks.split(",") if b]
+        runs = collect(args, "rotation", blocks, rotation_pair, [])
+        rows = rotation_rows(runs, blocks)
+        all_rows += rows
+        gflops += print_gflops("rotation", runs, blocks, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
+    if args.only in (None, "attention"):
+        encs = [e for e in args.enc.split(",") if e]
+        dense = not args.no_dense_official and "liere64" in encs
+
+        def dense_cmd(a, _first):
+            return attention_pair(a, "liere64-dense-official", False)[1]
+
+        runs = collect(args, "attention", encs, attention_pair, [("liere64-dense-official", dense_cmd)] if dense else [])
+        rows = attention_rows(runs, encs, dense)
+        all_rows += rows
+        gflops += print_gflops("attention", runs, encs, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
+    print(f"\n  median over {args.rounds} round(s) of each run's median; ratio = torch / liere (higher: liere faster); "
+          f"load average now {os.getloadavg()[0]:.2f}")
+    print_rows(all_rows)
+    missed = [r for r in all_rows if r["met"] is False]
+    print(f"\n  targets: {sum(r['met'] is True for r in all_rows)} met, {len(missed)} missed")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            for r in all_rows:
+                f.write(json.dumps({"type": "row", **r}) + "\n")
+            for g in gflops:
+                f.write(json.dumps({"type": "gflops", **g}) + "\n")
+            for r in raw:
+                f.write(json.dumps({"type": "run", **r}) + "\n")
+        print(f"  wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
