@@ -1,0 +1,304 @@
+// train_arrows — the synthetic spatial-reasoning task of the LieRE paper (§5.2, Table 3): "which way does
+// the arrow point that the base of the Y points to?" A ViT with patch 12 trains on freshly generated
+// samples and is evaluated on a fixed held-out set with a bootstrap 95% CI.
+//
+//   train_arrows                                   # the README's main job: abs vs liere8, about 10 minutes
+//   train_arrows --pe liere --block 64 --epochs 20 --res 168
+//   train_arrows --compare abs,visionllama,rope-mixed,liere8,liere64 --compare-json t3.json --compare-png t3.png
+//   train_arrows --pe liere --attn-maps attn.png
+#include <data_tools/arrows.hpp>
+#include <data_tools/plot.hpp>
+#include <regex>
+
+#include "trainer.hpp"
+
+using namespace liere;
+
+namespace {
+
+// "abs", "liere8", "comrope-ld4", "rope-mixed", … → the encoding flags.
+PEConfig parse_label(const std::string& label, const PEConfig& base) {
+  PEConfig c = base;
+  std::smatch m;
+  if (std::regex_match(label, m, std::regex("(liere|comrope-ap|comrope-ld)([0-9]+)"))) {
+    c.set("pe", m[1]);
+    c.set("block", m[2]);
+  } else {
+    c.set("pe", label);
+  }
+  return c;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Pixels 0…255 (255 the white background) → (255 − v) / 255: ink is positive, the background 0.
+void to_input(const std::uint8_t* px, std::size_t n, float* x) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = float(255 - px[i]) * (1.0f / 255.0f);
+}
+
+struct ArrowRun {
+  std::string label;
+  int res = 108;
+  app::EvalResult result;
+  std::int64_t pe_params = 0, total_params = 0;
+  double img_per_s = 0;
+};
+
+struct ArrowOptions {
+  std::int64_t train_samples = 0;  // per epoch
+  int test_n = 2000;
+  std::uint64_t test_seed = 0;
+};
+
+ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, const ArrowOptions& ao, int res,
+                   const std::string& attn_maps) {
+  nn::VitConfig cfg = cfg_in;
+  cfg.image = {res, res};
+  app::Trainer t(cfg, opt, "arrows");
+  std::cerr << "\n== " << cfg.pe.label() << " at " << res << "x" << res << ": " << cfg.describe() << "\n   "
+            << cfg.pe.describe() << "\n   " << t.dry_run_line() << "\n";
+  const data::ArrowRenderer renderer(res);
+  const std::size_t per = std::size_t(res) * res;
+
+  app::TrainData td;
+  td.steps_per_epoch = ao.train_samples / opt.batch;
+  std::vector<std::uint8_t> px(per * opt.batch);
+  const std::uint64_t train_seed = app::mix_seed(std::uint64_t(opt.seed), 0xA770);
+  td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
+    // Fresh samples: sample index epoch·(samples per epoch) + step·B + i of the training stream.
+    const std::uint64_t first = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) * B + std::uint64_t(step) * B;
+    data::make_arrow_batch(renderer, train_seed, first, B, px.data(), y);
+    to_input(px.data(), per * B, x);
+  };
+
+  // The held-out set: its own seed, rendered once.
+  app::EvalData test;
+  test.name = "test";
+  test.n = ao.test_n;
+  test.size = {res, res};
+  test.labels.resize(ao.test_n);
+  auto test_px = std::make_shared<std::vector<std::uint8_t>>(per * ao.test_n);
+  data::make_arrow_batch(renderer, ao.test_seed, 0, ao.test_n, test_px->data(), test.labels.data());
+  test.fill = [test_px, per](int first, int count, float* x) { to_input(test_px->data() + per * first, per * count, x); };
+
+  ArrowRun run;
+  run.label = cfg.pe.label();
+  run.res = res;
+  run.result = t.fit(td, test, /*eval_every_epoch=*/true);
+  run.pe_params = t.pe_params();
+  run.total_params = t.total_params();
+  run.img_per_s = t.train_img_per_s();
+  app::print_result(run.result);
+
+  if (!opt.predictions.empty()) train::write_predictions(opt.predictions, run.result.labels, run.result.preds);
+  if (!attn_maps.empty()) {
+    // The CLS token's attention over the patch grid in every layer and head, for test sample 0 (paper Fig. 10).
+    Tape tape;
+    auto _ = tape.no_grad();
+    tape.set_training(false);
+    Tensor x(Shape{1, 1, res, res});
+    test.fill(0, 1, x.data());
+    Var xv(x);
+    t.model().forward(tape, xv);
+    const auto grid = cfg.grid();
+    const int T = cfg.tokens(), H = cfg.heads, L = cfg.depth, N = grid[0] * grid[1];
+    LIERE_ENSURE(cfg.pool == nn::Pool::cls, "--attn-maps needs a CLS token (--pool cls)");
+    plot::HeatmapGrid hg;
+    hg.title = "CLS attention, " + cfg.pe.label() + ", sample 0 (label " +
+               data::direction_name(data::Direction(test.labels[0])) + ", predicted " +
+               data::direction_name(data::Direction(run.result.preds[0])) + ")";
+    hg.rows = H + 1;
+    hg.cols = L;
+    hg.cells.resize(std::size_t(hg.rows) * hg.cols);
+    for (int l = 0; l < L; ++l) {
+      const auto& probs = t.model().blocks()[l].attn().last_probs();  // (1, H, T, T)
+      plot::Heatmap mean{grid[0], grid[1], std::vector<float>(N, 0.0f)};
+      for (int h = 0; h < H; ++h) {
+        plot::Heatmap m{grid[0], grid[1], std::vector<float>(N)};
+        for (int k = 0; k < N; ++k) m.values[k] = probs[(std::size_t(h) * T + 0) * T + 1 + k];
+        for (int k = 0; k < N; ++k) mean.values[k] += m.values[k] / H;
+        hg.cells[std::size_t(h) * L + l] = std::move(m);
+      }
+      hg.cells[std::size_t(H) * L + l] = std::move(mean);
+      hg.col_labels.push_back("layer " + std::to_string(l + 1));
+    }
+    for (int h = 0; h < H; ++h) hg.row_labels.push_back("head " + std::to_string(h + 1));
+    hg.row_labels.push_back("mean");
+    plot::heatmap_grid(attn_maps, hg);
+    std::string input_png = attn_maps;
+    if (auto dot = input_png.rfind(".png"); dot != std::string::npos) input_png.erase(dot);
+    input_png += "_input.png";
+    data::write_png_grey(input_png, test_px->data(), res, res);
+    std::cerr << "attention maps: " << attn_maps << " (input image: " << input_png << ")\n";
+  }
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return app::run_main("train_arrows", [&] {
+    app::TrainOptions opt;
+    opt.epochs = 12;
+    opt.batch = 64;
+    opt.lr = 1e-3;
+    opt.wd = 0.05;
+    opt.warmup = 1;
+    opt.eval_batch = 200;
+    ArrowOptions ao;
+    ao.train_samples = 6400;
+    std::int64_t test_seed = 1;
+    nn::VitConfig cfg;
+    cfg.channels = 1;
+    cfg.patch = 12;
+    cfg.classes = data::kArrowClasses;
+    cfg.dim = 128;
+    cfg.depth = 4;
+    cfg.heads = 2;
+    cfg.mlp_hidden = 256;
+    std::vector<int> res = {108};
+    std::string compare, compare_json, compare_png, attn_maps;
+    std::string default_compare = "abs,liere8";
+
+    app::Flags f("train_arrows",
+                 "Trains a ViT (patch 12) on the synthetic arrow task of the LieRE paper (§5.2) with freshly generated\n"
+                 "samples and evaluates it on a fixed held-out set with a bootstrap 95% CI. Without --pe or --compare\n"
+                 "it runs the README's main job: --compare " + default_compare + ".");
+    f.section("Task");
+    f.add("res", &res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
+    f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
+    f.add("test-n", &ao.test_n, "held-out samples");
+    f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
+    f.section("Model");
+    f.add("dim", &cfg.dim, "token width");
+    f.add("depth", &cfg.depth, "layers");
+    f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
+    f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
+    f.add_pe(&cfg.pe);
+    f.section("Comparison (paper Table 3)");
+    f.add("compare", &compare, "train each encoding in turn under the same budget, e.g. abs,visionllama,rope-mixed,liere8,liere64", "LIST");
+    f.add("compare-json", &compare_json, "the comparison table as JSON", "PATH");
+    f.add("compare-png", &compare_png, "the comparison as a bar chart with 95% CIs", "PATH");
+    f.add("attn-maps", &attn_maps, "the CLS token's attention per layer and head for test sample 0, as PNG (paper Fig. 10)", "PATH");
+    opt.add_flags(f);
+    bool pe_given = false;
+    for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
+    if (!f.parse(argc, argv)) return 0;
+    opt.validate();
+    ao.test_seed = app::mix_seed(std::uint64_t(test_seed), 0x7E57);
+    LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
+                 "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
+    for (int r : res) LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
+    if (compare.empty() && !pe_given && opt.dry_run == false && opt.bench_steps == 0) compare = default_compare;
+
+    if (opt.dry_run || opt.bench_steps > 0) {
+      cfg.image = {res[0], res[0]};
+      app::Trainer t(cfg, opt, "arrows");
+      if (opt.dry_run) std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
+      else t.bench(opt.bench_steps);
+      return 0;
+    }
+
+    if (compare.empty()) {
+      LIERE_ENSURE(res.size() == 1, "several --res values need --compare");
+      const ArrowRun r = train_one(cfg, opt, ao, res[0], attn_maps);
+      if (!opt.summary_json.empty()) {
+        train::Metrics s{{"test_acc", r.result.acc},
+                         {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                         {"test_loss", r.result.loss},
+                         {"test_n", ao.test_n},
+                         {"pe", cfg.pe.label()},
+                         {"pe_config", cfg.pe.describe()},
+                         {"res", res[0]},
+                         {"pe_params", r.pe_params},
+                         {"total_params", r.total_params},
+                         {"train_img_per_s", r.img_per_s},
+                         {"epochs", opt.epochs},
+                         {"train_samples_per_epoch", ao.train_samples},
+                         {"seed", opt.seed}};
+        train::write_json_atomic(opt.summary_json, s);
+      }
+      return 0;
+    }
+
+    // --compare: every encoding × resolution under the same budget.
+    const auto labels = split(compare);
+    LIERE_ENSURE(!labels.empty(), "--compare: no encodings given");
+    std::vector<ArrowRun> runs;
+    for (int r : res)
+      for (const auto& l : labels) {
+        nn::VitConfig c = cfg;
+        c.pe = parse_label(l, cfg.pe);
+        app::TrainOptions o = opt;
+        o.save.clear(), o.resume.clear(), o.predictions.clear();
+        if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";
+        runs.push_back(train_one(c, o, ao, r, ""));
+      }
+
+    std::cout << "\nArrow task (paper Table 3): test accuracy on " << ao.test_n << " held-out samples, 95% bootstrap CI\n"
+              << "budget: " << opt.epochs << " epochs x " << ao.train_samples << " fresh samples, batch " << opt.batch
+              << ", lr " << opt.lr << ", model dim " << cfg.dim << " depth " << cfg.depth << " heads " << cfg.heads << "\n\n";
+    std::cout << std::left << std::setw(14) << "encoding" << std::setw(6) << "res" << std::setw(10) << "acc %"
+              << std::setw(18) << "95% CI" << std::setw(11) << "pe params" << std::setw(10) << "img/s" << "\n";
+    for (const auto& r : runs)
+      std::cout << std::left << std::setw(14) << r.label << std::setw(6) << r.res << std::setw(10) << app::fmt_pct(r.result.acc)
+                << std::setw(18) << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(11)
+                << r.pe_params << std::setw(10) << std::fixed << std::setprecision(1) << r.img_per_s << "\n";
+
+    if (!compare_json.empty()) {
+      std::string rows = "[";
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        rows += (i ? ",\n  " : "\n  ") +
+                train::to_json({{"pe", r.label},
+                                {"res", r.res},
+                                {"test_acc", r.result.acc},
+                                {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                                {"test_loss", r.result.loss},
+                                {"pe_params", r.pe_params},
+                                {"total_params", r.total_params},
+                                {"train_img_per_s", r.img_per_s}});
+      }
+      rows += "\n]\n";
+      train::detail::write_file_atomic(compare_json, rows, "--compare-json");
+      std::cerr << "table: " << compare_json << "\n";
+    }
+    if (!compare_png.empty()) {
+      plot::BarChart bc;
+      bc.title = "Arrow task: test accuracy (" + std::to_string(ao.test_n) + " held-out samples, 95% CI)";
+      bc.x_label = "image size";
+      bc.y_label = "accuracy (%)";
+      bc.bars = labels;
+      for (int r : res) bc.groups.push_back(std::to_string(r) + "x" + std::to_string(r));
+      bc.values.assign(res.size(), std::vector<double>(labels.size(), NAN));
+      bc.lo = bc.hi = bc.values;
+      for (std::size_t g = 0, k = 0; g < res.size(); ++g)
+        for (std::size_t b = 0; b < labels.size(); ++b, ++k) {
+          bc.values[g][b] = 100 * runs[k].result.acc;
+          bc.lo[g][b] = 100 * runs[k].result.ci.lo;
+          bc.hi[g][b] = 100 * runs[k].result.ci.hi;
+        }
+      bc.y_min = 0;
+      bc.y_max = 100;
+      plot::bar_chart(compare_png, bc);
+      std::cerr << "chart: " << compare_png << "\n";
+    }
+    if (!opt.summary_json.empty()) {
+      train::Metrics s;
+      for (const auto& r : runs) {
+        const std::string k = r.label + "_" + std::to_string(r.res);
+        s.emplace_back("test_acc_" + k, r.result.acc);
+        s.emplace_back("test_acc_ci95_" + k, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
+      }
+      train::write_json_atomic(opt.summary_json, s);
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,214 @@
+// train_cifar — a ViT with any position encoding on CIFAR-10, CIFAR-100 or Fashion-MNIST (paper §5.1).
+//
+//   train_cifar --data fashion-mnist --model custom --dim 128 --depth 6 --heads 4 --pe liere --block 8
+//   train_cifar --data cifar100 --root ~/data/cifar-100-binary --pe rope-mixed --epochs 200
+//   train_cifar --pe liere --block 8 --model base --dry-run        # pe_params=64512 …
+#include <data_tools/augment.hpp>
+#include <data_tools/cifar.hpp>
+#include <data_tools/idx.hpp>
+#include <data_tools/image_set.hpp>
+
+#include "trainer.hpp"
+
+using namespace liere;
+
+namespace {
+
+struct DataOptions {
+  std::string data = "fashion-mnist";
+  std::string root;
+  double fraction = 1.0;
+  std::string augment = "default";
+  int test_limit = 0;
+  std::vector<int> eval_res;
+  bool shuffle_eval = false;
+};
+
+struct Normalisation {
+  std::vector<float> mean, std;
+};
+
+Normalisation normalisation_for(const std::string& data) {
+  if (data == "cifar10") return {{data::kCifar10Mean.begin(), data::kCifar10Mean.end()}, {data::kCifar10Std.begin(), data::kCifar10Std.end()}};
+  if (data == "cifar100")
+    return {{data::kCifar100Mean.begin(), data::kCifar100Mean.end()}, {data::kCifar100Std.begin(), data::kCifar100Std.end()}};
+  return {{data::kFashionMnistMean.begin(), data::kFashionMnistMean.end()},
+          {data::kFashionMnistStd.begin(), data::kFashionMnistStd.end()}};
+}
+
+data::ImageSet load(const DataOptions& d, bool train) {
+  if (d.data == "cifar10") return data::read_cifar10(d.root, train);
+  if (d.data == "cifar100") return data::read_cifar100(d.root, train);
+  return data::read_fashion_mnist(d.root, train);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return app::run_main("train_cifar", [&] {
+    DataOptions d;
+    app::TrainOptions opt;
+    nn::VitConfig cfg;
+    cfg.patch = 4;
+    std::string model = "tiny";
+    int dim = 0, depth = 0, heads = 0, mlp = 0;
+    double drop = 0.0;
+
+    app::Flags f("train_cifar",
+                 "Trains a ViT with a chosen position encoding on CIFAR-10/100 or Fashion-MNIST, evaluates it with a\n"
+                 "bootstrap 95% CI. CIFAR binary files: https://www.cs.toronto.edu/~kriz/cifar.html (see README).");
+    f.section("Data");
+    f.add("data", &d.data, "cifar10, cifar100 or fashion-mnist");
+    f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
+    f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
+    f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
+                                 "randaugment for CIFAR, crop-flip for Fashion-MNIST");
+    f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
+    f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48");
+    f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5)");
+    f.section("Model");
+    f.add("model", &model, "tiny, small, base or custom");
+    f.add("patch", &cfg.patch, "patch size");
+    f.add("dim", &dim, "custom/override: token width (0: from --model)");
+    f.add("depth", &depth, "custom/override: layers (0: from --model)");
+    f.add("heads", &heads, "custom/override: heads (0: from --model)");
+    f.add("mlp", &mlp, "custom/override: MLP hidden width (0: 4 × dim)");
+    f.add("drop", &drop, "dropout in the MLP");
+    std::string pool = "cls";
+    f.add("pool", &pool, "cls or mean");
+    f.add_pe(&cfg.pe);
+    opt.add_flags(f);
+    if (!f.parse(argc, argv)) return 0;
+
+    LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist",
+                 "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist");
+    if (d.augment == "default") d.augment = d.data == "fashion-mnist" ? "crop-flip" : "randaugment";
+    LIERE_ENSURE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
+                 "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
+    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
+    opt.validate();
+
+    cfg.set_size(model);
+    if (dim) cfg.dim = dim;
+    if (depth) cfg.depth = depth;
+    if (heads) cfg.heads = heads;
+    cfg.mlp_hidden = mlp ? mlp : (model == "custom" || dim ? 4 * cfg.dim : cfg.mlp_hidden);
+    cfg.drop = drop;
+    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
+    const bool fashion = d.data == "fashion-mnist";
+    cfg.channels = fashion ? 1 : 3;
+    cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
+    cfg.classes = d.data == "cifar100" ? 100 : 10;
+
+    // Dry runs and benchmarks need no data.
+    if (opt.dry_run || opt.bench_steps > 0) {
+      app::Trainer t(cfg, opt, d.data);
+      if (opt.dry_run) {
+        std::cout << t.config().describe() << "\n" << t.config().pe.describe() << "\n" << t.dry_run_line() << "\n";
+        return 0;
+      }
+      t.bench(opt.bench_steps);
+      return 0;
+    }
+
+    if (d.root.empty()) {
+      if (d.data == "fashion-mnist") d.root = data::kFashionMnistSystemDir;
+      else throw app::UsageError("--data " + d.data + " needs --root DIR (the directory with the binary files; see README)");
+    }
+    data::ImageSet train = load(d, true), test = load(d, false);
+    if (d.fraction < 1.0) train = data::subset(train, d.fraction, std::uint64_t(opt.seed));
+    if (d.test_limit > 0 && d.test_limit < test.n) {
+      test.n = d.test_limit;
+      test.labels.resize(test.n);
+      test.pixels.resize(std::size_t(test.n) * test.image_size());
+    }
+    LIERE_ENSURE(train.height == cfg.image[0] && train.width == cfg.image[1] && train.channels == cfg.channels,
+                 "unexpected image size " << train.channels << "x" << train.height << "x" << train.width);
+    std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root << "), augment "
+              << d.augment << "\nmodel: " << cfg.describe() << "\npe: " << cfg.pe.describe() << "\n";
+
+    app::Trainer t(cfg, opt, d.data);
+    std::cerr << t.dry_run_line() << "\n";
+    const Normalisation norm = normalisation_for(d.data);
+    const int C = cfg.channels, H = cfg.image[0], W = cfg.image[1];
+    const std::size_t per = std::size_t(C) * H * W;
+    const data::RandAugment randaug;
+
+    app::TrainData td;
+    td.steps_per_epoch = train.n / opt.batch;
+    std::vector<int> perm;
+    int perm_epoch = -1;
+    td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
+      if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
+        perm.resize(train.n);
+        for (int i = 0; i < train.n; ++i) perm[i] = i;
+        std::mt19937_64 g(app::mix_seed(std::uint64_t(opt.seed), 1, std::uint64_t(epoch)));
+        for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[data::random_below(g, std::uint64_t(i) + 1)]);
+        perm_epoch = epoch;
+      }
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < B; ++i) {
+        const int idx = perm[std::size_t(step) * B + i];
+        std::mt19937_64 g(app::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
+        std::vector<std::uint8_t> img(per), tmp(per);
+        const std::uint8_t* src = train.image(idx);
+        if (d.augment == "none") {
+          std::copy(src, src + per, img.begin());
+        } else {
+          data::random_crop(src, img.data(), C, H, W, fashion ? 2 : 4, g);
+          data::random_hflip(img.data(), C, H, W, g);
+          if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
+        }
+        data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+        y[i] = train.labels[idx];
+      }
+    };
+
+    auto eval_data = [&](int res, bool shuffled) {
+      app::EvalData e;
+      e.n = test.n;
+      e.labels = test.labels;
+      e.size = {res, res};
+      e.name = "test";
+      if (res != H) e.name += "@" + std::to_string(res);
+      if (shuffled) e.name += "_shuffled", e.shuffle_patch = cfg.patch, e.shuffle_seed = app::mix_seed(std::uint64_t(opt.seed), 3);
+      e.fill = [&, res](int first, int count, float* x) {
+        std::vector<float> tmp(per);
+        for (int i = 0; i < count; ++i) {
+          if (res == H) {
+            data::normalize(test.image(first + i), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+          } else {
+            data::normalize(test.image(first + i), tmp.data(), C, H, W, norm.mean, norm.std);
+            app::resize_bilinear(tmp.data(), C, H, W, x + std::size_t(i) * C * res * res, res, res);
+          }
+        }
+      };
+      return e;
+    };
+
+    app::EvalData test_data = eval_data(H, false);
+    test_data.name = "test";
+    const app::EvalResult r = t.fit(td, test_data);
+    app::print_result(r);
+    train::Metrics summary = app::summary_fields(t, r);
+    summary.emplace_back("data", d.data);
+    summary.emplace_back("data_fraction", d.fraction);
+    summary.emplace_back("train_n", train.n);
+    if (d.shuffle_eval) {
+      const auto s = t.evaluate(eval_data(H, true));
+      app::print_result(s);
+      summary.emplace_back("test_acc_shuffled", s.acc);
+      summary.emplace_back("test_acc_shuffled_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
+    }
+    for (int res : d.eval_res) {
+      LIERE_ENSURE(res % cfg.patch == 0, "--eval-res " << res << " is not a multiple of the patch size " << cfg.patch);
+      const auto s = t.evaluate(eval_data(res, false));
+      app::print_result(s);
+      summary.emplace_back("test_acc_res_" + std::to_string(res), s.acc);
+      summary.emplace_back("test_acc_res_" + std::to_string(res) + "_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
+    }
+    if (!opt.predictions.empty()) train::write_predictions(opt.predictions, r.labels, r.preds);
+    if (!opt.summary_json.empty()) train::write_json_atomic(opt.summary_json, summary);
+    return 0;
+  });
+}

@@ -1,0 +1,188 @@
+// The trainers' loop (examples/trainer.hpp): resuming is exact, a NaN loss stops training and leaves the
+// last good checkpoint intact, a checkpoint of another model or encoding is refused with a clear error,
+// and the flags parser rejects what it does not know.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../examples/trainer.hpp"
+
+namespace {
+
+using namespace liere;
+
+nn::VitConfig tiny(const std::string& pe) {
+  nn::VitConfig c;
+  c.image = {8, 8};
+  c.channels = 1;
+  c.patch = 4;
+  c.dim = 16;
+  c.depth = 2;
+  c.heads = 2;
+  c.mlp_hidden = 32;
+  c.classes = 3;
+  c.drop = 0.1;  // dropout on: its generator must be restored too
+  c.pe.set("pe", pe);
+  c.pe.set("block", "4");
+  return c;
+}
+
+app::TrainOptions options(int epochs, const std::string& save = "", const std::string& resume = "") {
+  app::TrainOptions o;
+  o.epochs = epochs;
+  o.batch = 4;
+  o.eval_batch = 5;
+  o.lr = 3e-3;
+  o.warmup = 1;
+  o.threads = 1;
+  o.seed = 5;
+  o.save = save;
+  o.resume = resume;
+  return o;
+}
+
+// Deterministic data: step s of epoch e depends only on (e, s). nan_at: (epoch, step) that gets a NaN input.
+app::TrainData data(std::pair<int, int> nan_at = {-1, -1}) {
+  app::TrainData d;
+  d.steps_per_epoch = 3;
+  d.fill = [nan_at](int epoch, std::int64_t step, int B, float* x, int* y) {
+    std::mt19937_64 g(app::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
+    std::normal_distribution<float> n(0, 1);
+    for (int i = 0; i < B * 64; ++i) x[i] = n(g);
+    for (int i = 0; i < B; ++i) y[i] = int(g() % 3);
+    if (epoch == nan_at.first && step == nan_at.second) x[0] = std::numeric_limits<float>::quiet_NaN();
+  };
+  return d;
+}
+
+app::EvalData eval_set() {
+  app::EvalData e;
+  e.n = 10;
+  e.size = {8, 8};
+  for (int i = 0; i < e.n; ++i) e.labels.push_back(i % 3);
+  e.fill = [](int first, int count, float* x) {
+    for (int i = 0; i < count * 64; ++i) x[i] = float(std::sin(0.37 * (first * 64 + i)));
+  };
+  return e;
+}
+
+std::vector<std::vector<float>> weights(app::Trainer& t) {
+  std::vector<std::vector<float>> w;
+  for (const auto& p : t.params()) w.emplace_back(p.value().data(), p.value().data() + p.numel());
+  return w;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("liere_test_trainer_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("trainer: 2 epochs == 1 epoch + save + resume + 1 epoch, bit for bit", "[trainer]") {
+  for (const char* pe : {"liere", "absolute"}) {
+    const std::string ckpt = temp_path(std::string(pe) + ".safetensors");
+    std::remove(ckpt.c_str());
+    std::cerr.setstate(std::ios::failbit);  // quiet progress bars
+    app::Trainer a(tiny(pe), options(2), "synthetic");
+    a.fit(data(), eval_set());
+
+    {
+      app::TrainOptions o = options(1, ckpt);
+      app::Trainer b(tiny(pe), o, "synthetic");
+      b.fit(data(), eval_set());
+    }
+    app::Trainer c(tiny(pe), options(2, "", ckpt), "synthetic");
+    c.fit(data(), eval_set());
+    std::cerr.clear();
+    const auto wa = weights(a), wc = weights(c);
+    REQUIRE(wa.size() == wc.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < wa.size(); ++i)
+      differing += std::memcmp(wa[i].data(), wc[i].data(), wa[i].size() * sizeof(float)) != 0;
+    INFO(pe << ": " << differing << " parameter tensors differ");
+    CHECK(differing == 0);
+    // And training did something: the weights moved away from a fresh model's.
+    app::Trainer fresh(tiny(pe), options(2), "synthetic");
+    const auto wf = weights(fresh);
+    std::size_t moved = 0;
+    for (std::size_t i = 0; i < wa.size(); ++i) moved += wa[i] != wf[i];
+    CHECK(moved == wa.size());
+    std::remove(ckpt.c_str());
+  }
+}
+
+TEST_CASE("trainer: a NaN loss stops training and the last good checkpoint stays intact", "[trainer]") {
+  const std::string ckpt = temp_path("nan.safetensors");
+  std::remove(ckpt.c_str());
+  std::cerr.setstate(std::ios::failbit);
+  app::Trainer t(tiny("liere"), options(3, ckpt), "synthetic");
+  std::string message;
+  try {
+    t.fit(data({1, 2}), eval_set());  // epoch 1 is saved, epoch 2 (0-based 1) hits NaN at its third step
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::cerr.clear();
+  CHECK_THAT(message, Catch::Contains("the loss is NaN at epoch 2, step 3"));
+  CHECK_THAT(message, Catch::Contains("last good checkpoint"));
+  // The checkpoint is epoch 1's and loads into a fresh model.
+  app::Trainer r(tiny("liere"), options(1), "synthetic");
+  const auto meta = nn::load_checkpoint(ckpt, r.params());
+  CHECK(meta.at("epoch") == "1");
+  CHECK_FALSE(std::filesystem::exists(ckpt + ".tmp"));
+  std::remove(ckpt.c_str());
+}
+
+TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clear error", "[trainer]") {
+  const std::string ckpt = temp_path("other.safetensors");
+  std::remove(ckpt.c_str());
+  std::cerr.setstate(std::ios::failbit);
+  {
+    app::Trainer t(tiny("liere"), options(1, ckpt), "synthetic");
+    t.fit(data(), eval_set());
+  }
+  std::cerr.clear();
+  app::Trainer other_pe(tiny("rope-mixed"), options(2, "", ckpt), "synthetic");
+  CHECK_THROWS_WITH(other_pe.fit(data(), eval_set()), Catch::Contains("checkpoint pe 'liere") && Catch::Contains("!= model pe 'rope-mixed"));
+  nn::VitConfig wider = tiny("liere");
+  wider.dim = 32;
+  app::Trainer other_model(wider, options(2, "", ckpt), "synthetic");
+  CHECK_THROWS_WITH(other_model.fit(data(), eval_set()), Catch::Contains("checkpoint model 'vit dim=16"));
+  std::remove(ckpt.c_str());
+}
+
+TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") {
+  auto parse = [](std::vector<std::string> args) {
+    int epochs = 1;
+    double lr = 0.1;
+    std::vector<int> res;
+    bool sw = false;
+    PEConfig pe;
+    app::Flags f("prog", "test");
+    f.add("epochs", &epochs, "");
+    f.add("lr", &lr, "");
+    f.add("res", &res, "");
+    f.add_switch("dry-run", &sw, "");
+    f.add_pe(&pe);
+    std::vector<char*> argv{const_cast<char*>("prog")};
+    for (auto& a : args) argv.push_back(a.data());
+    f.parse(int(argv.size()), argv.data());
+    return std::make_tuple(epochs, lr, res, sw, pe);
+  };
+  auto [e, lr, res, sw, pe] = parse({"--epochs", "7", "--lr=0.5", "--res", "108,168", "--dry-run", "--pe", "liere", "--block", "64"});
+  CHECK(e == 7);
+  CHECK(lr == 0.5);
+  CHECK(res == std::vector<int>{108, 168});
+  CHECK(sw);
+  CHECK(pe.label() == "liere64");
+  CHECK_THROWS_AS(parse({"--bogus", "1"}), app::UsageError);
+  CHECK_THROWS_WITH(parse({"--bogus", "1"}), Catch::Contains("unknown option --bogus"));
+  CHECK_THROWS_WITH(parse({"--epochs", "x"}), Catch::Contains("expected an integer"));
+  CHECK_THROWS_WITH(parse({"--epochs"}), Catch::Contains("--epochs needs a value"));
+  CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
+  CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
+  CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
+}
