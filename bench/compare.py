@@ -7,6 +7,8 @@ Workloads (see bench/README.md for what each side times):
   attention  bench_attention     vs bench/torch_attention.py  one attention layer + PE, B=128, T=65, dim 192
              targets: >= 2x faster for every encoding (fwd and fwd+bwd); liere8's time within 15% of none's
              (liere64 is also shown against torch's liere64-dense-official, the official code's form)
+  vit        train_cifar --bench-steps vs bench/torch_vit_step.py  ViT-Tiny training steps, B=128, CIFAR-100 shape
+             targets: liere8 >= 2x torch's liere8 (img/s); liere8 within 10% of abs in liere; peak RSS reported
 
 Noise: the machine is shared. Every configuration (one block, one encoding) runs as its own pair of processes,
 liere then torch in even rounds and torch then liere in odd rounds, so that a burst of load hits both sides.
@@ -38,6 +40,11 @@ TORCH_PYTHON = "/usr/bin/python3"
 
 ROTATION_TARGETS = {8: 20.0, 64: 5.0}  # block -> minimum torch/liere ratio
 ATTENTION_TARGET = 2.0
+VIT_TARGET = {"liere8": 2.0}             # enc -> minimum liere/torch img/s ratio
+VIT_LIERE8_VS_ABS = 1.10                 # liere8 step time / abs step time at most
+VIT_PE_FLAGS = {"abs": ["--pe", "absolute"], "rope-mixed": ["--pe", "rope-mixed"],
+                "liere8": ["--pe", "liere", "--block", "8"], "liere64": ["--pe", "liere", "--block", "64"],
+                "none": ["--pe", "none"]}
 LIERE8_VS_NONE = 1.15                    # liere8 time / none time at most
 
 
@@ -45,7 +52,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", default="build-bench", help="CMake build folder with bench/bench_* [build-bench]")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per configuration [3]")
-    p.add_argument("--only", choices=["rotation", "attention"], help="run one workload only")
+    p.add_argument("--only", choices=["rotation", "attention", "vit"], help="run one workload only")
     p.add_argument("--json", metavar="OUT", help="write every table row (and the raw runs) as JSON lines to OUT")
     p.add_argument("--threads", type=int, default=2, help="threads on both sides [2]")
     p.add_argument("--reps", type=int, default=None,
@@ -53,6 +60,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=None, help="warm-up repetitions per run [2]")
     p.add_argument("--blocks", default="2,8,64", help="rotation block sizes [2,8,64]")
     p.add_argument("--enc", default="none,rope-mixed,liere8,liere64", help="attention encodings [none,rope-mixed,liere8,liere64]")
+    p.add_argument("--vit-enc", default="abs,rope-mixed,liere8,liere64",
+                   help="ViT step encodings [abs,rope-mixed,liere8,liere64]")
+    p.add_argument("--vit-steps", type=int, default=6, help="timed ViT training steps per run [6]")
     p.add_argument("--no-dense-official", action="store_true",
                    help="skip torch's liere64-dense-official (slow: about 1-5 s per fwd+bwd)")
     p.add_argument("--gemm", choices=["eigen", "openblas"], default=None,
@@ -86,6 +96,29 @@ def run(cmd: list[str], args, env=None) -> list[dict]:
         for r in recs:
             r["_wall_s"] = round(time.time() - t0, 2)
         return recs
+
+
+def run_trainer(cmd: list[str], args, env) -> list[dict]:
+    """Runs train_cifar --bench-steps; returns one record from the key=value pairs it prints."""
+    t0 = time.time()
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if args.verbose:
+        print(res.stdout)
+    if res.returncode != 0:
+        print(f"   FAILED ({res.returncode}): {' '.join(cmd)}")
+        print(res.stdout[-3000:])
+        return []
+    rec = {"bench": "vit_tiny_step", "impl": "liere", "_wall_s": round(time.time() - t0, 2)}
+    for tok in res.stdout.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            try:
+                rec[k] = float(v)
+            except ValueError:
+                rec[k] = v
+    rec["img_per_s"] = rec.get("train_img_per_s")
+    rec["fwdbwd_ms"] = rec.get("step_ms")
+    return [rec]
 
 
 def liere_env(args):
@@ -122,6 +155,18 @@ def attention_pair(args, enc: str, first_round: bool):
     return c, t
 
 
+def vit_pair(args, enc: str, first_round: bool):
+    steps = str(args.vit_steps)
+    exe = os.path.join(args.build_dir, "examples", "train_cifar")
+    c = [exe, "--data", "cifar100", "--model", "tiny", "--patch", "4", "--batch", "128", "--optimizer", "adam",
+         "--wd", "0", "--clip", "0", "--threads", str(args.threads), "--bench-steps", steps] + VIT_PE_FLAGS[enc]
+    t = [TORCH_PYTHON, os.path.join(HERE, "torch_vit_step.py"), "--enc", enc, "--steps", steps,
+         "--threads", str(args.threads), "--no-isolate"]
+    if not first_round:
+        t.append("--skip-sgemm")
+    return c, t
+
+
 def collect(args, workload: str, configs: list, pair_fn, torch_only: list) -> dict:
     """runs[(config, impl)] = list of records, one per round."""
     runs: dict = {}
@@ -133,16 +178,19 @@ def collect(args, workload: str, configs: list, pair_fn, torch_only: list) -> di
             if rnd % 2 == 1:
                 order.reverse()
             for impl, cmd in order:
-                recs = run(cmd, args, env if impl == "liere" else None)
+                if workload == "vit" and impl == "liere":
+                    recs = run_trainer(cmd, args, env)
+                else:
+                    recs = run(cmd, args, env if impl == "liere" else None)
                 for r in recs:
                     runs.setdefault((cfg, impl), []).append(r)
-                tag = f"{recs[0]['fwdbwd_ms']:.1f} ms" if recs else "failed"
+                tag = f"{recs[0].get('fwdbwd_ms') or recs[0].get('step_ms') or 0:.1f} ms" if recs else "failed"
                 print(f"   round {rnd + 1}/{args.rounds} {workload} {cfg} {impl}: fwd+bwd {tag}", flush=True)
         for cfg, t_cmd in torch_only:  # torch-only peers (no liere twin), once per round
             recs = run(t_cmd(args, rnd == 0), args)
             for r in recs:
                 runs.setdefault((cfg, "torch"), []).append(r)
-            tag = f"{recs[0]['fwdbwd_ms']:.1f} ms" if recs else "failed"
+            tag = f"{recs[0].get('fwdbwd_ms') or recs[0].get('step_ms') or 0:.1f} ms" if recs else "failed"
             print(f"   round {rnd + 1}/{args.rounds} {workload} {cfg} torch: fwd+bwd {tag}", flush=True)
     return runs
 
@@ -227,6 +275,45 @@ def attention_rows(runs, encs, dense):
     return rows
 
 
+def vit_rows(runs, encs):
+    """Rows in step time (ms): ratio = torch / liere, i.e. liere's img/s over torch's."""
+    rows = []
+    for e in encs:
+        lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
+        tr = [dict(r, step_ms=r.get("step_ms")) for r in trecs]
+        rows.append(ratio_row("vit step", e, "train step", "step_ms", lrecs, tr, VIT_TARGET.get(e)))
+    if "liere8" in encs and "abs" in encs:
+        l8, la = runs.get(("liere8", "liere"), []), runs.get(("abs", "liere"), [])
+        m8, ma = med(l8, "step_ms"), med(la, "step_ms")
+        per_round = [a["step_ms"] / b["step_ms"] for a, b in zip(l8, la)]
+        r = m8 / ma if m8 and ma else None
+        rows.append({"kind": "relative", "workload": "vit step", "config": "liere liere8 / abs", "phase": "train step",
+                     "liere_ms": m8, "base_ms": ma, "ratio": r,
+                     "ratio_min": min(per_round) if per_round else None,
+                     "ratio_max": max(per_round) if per_round else None,
+                     "target": VIT_LIERE8_VS_ABS, "met": (r <= VIT_LIERE8_VS_ABS) if r is not None else None})
+    return rows
+
+
+def print_vit(runs, encs, sg_l):
+    """img/s, achieved GFLOP/s (liere's flop count) and peak RSS of both sides."""
+    sg = sg_l.get("sgemm_gflops")
+    print(f"\n  vit step: img/s, achieved GFLOP/s (3 x forward flops, liere's count) and peak RSS; liere's sgemm "
+          f"{fmt(sg)} GFLOP/s")
+    out = []
+    for e in encs:
+        lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
+        li, ti = med(lrecs, "img_per_s"), med(trecs, "img_per_s")
+        gl = med(lrecs, "achieved_gflops")
+        lr, tr = med(lrecs, "peak_rss_mib"), med(trecs, "peak_rss_mib")
+        pct = f" ({100 * gl / sg:.0f}% of sgemm)" if gl and sg else ""
+        print(f"    {e:>10}: liere {fmt(li)} img/s, {fmt(gl)} GFLOP/s{pct}, RSS {fmt(lr, '{:.0f}')} MiB | "
+              f"torch {fmt(ti)} img/s, RSS {fmt(tr, '{:.0f}')} MiB")
+        out.append({"workload": "vit step", "config": e, "liere_img_per_s": li, "torch_img_per_s": ti,
+                    "liere_gflops": gl, "sgemm_liere": sg, "liere_peak_rss_mib": lr, "torch_peak_rss_mib": tr})
+    return out
+
+
 def sgemm_of(runs, impl):
     vals = {}
     for (cfg, i), recs in runs.items():
@@ -269,23 +356,25 @@ def print_gflops(workload, runs, configs, sg_l, sg_t):
 
 def main() -> int:
     args = parse_args()
-    for prog in ("bench_rotation", "bench_attention"):
-        if args.only and not prog.endswith(args.only):
+    for prog in ("bench/bench_rotation", "bench/bench_attention", "examples/train_cifar"):
+        if args.only and args.only not in prog and not (args.only == "vit" and prog.endswith("train_cifar")):
             continue
-        path = os.path.join(args.build_dir, "bench", prog)
+        path = os.path.join(args.build_dir, prog)
         if not os.access(path, os.X_OK):
-            print(f"missing {path}: build it with  cmake --build {args.build_dir} --target {prog}")
+            print(f"missing {path}: build it with  cmake --build {args.build_dir} --target {os.path.basename(prog)}")
             return 2
     load = os.getloadavg()[0]
     print(f"== liere vs PyTorch, {args.rounds} interleaved round(s), {args.threads} threads, load average {load:.2f} "
           f"on {os.cpu_count()} CPUs")
     all_rows, gflops, raw = [], [], []
+    sgemm_best = 0.0  # liere's (Eigen) sgemm rate, probed by the rotation and attention benchmarks
     if args.only in (None, "rotation"):
         blocks = [int(b) for b in args.blocks.split(",") if b]
         runs = collect(args, "rotation", blocks, rotation_pair, [])
         rows = rotation_rows(runs, blocks)
         all_rows += rows
         gflops += print_gflops("rotation", runs, blocks, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        sgemm_best = max(sgemm_best, sgemm_of(runs, "liere").get("sgemm_gflops") or 0)
         raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
     if args.only in (None, "attention"):
         encs = [e for e in args.enc.split(",") if e]
@@ -298,6 +387,13 @@ def main() -> int:
         rows = attention_rows(runs, encs, dense)
         all_rows += rows
         gflops += print_gflops("attention", runs, encs, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        sgemm_best = max(sgemm_best, sgemm_of(runs, "liere").get("sgemm_gflops") or 0)
+        raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
+    if args.only in (None, "vit"):
+        encs = [e for e in args.vit_enc.split(",") if e]
+        runs = collect(args, "vit", encs, vit_pair, [])
+        all_rows += vit_rows(runs, encs)
+        gflops += print_vit(runs, encs, {"sgemm_gflops": sgemm_best or None})
         raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
     print(f"\n  median over {args.rounds} round(s) of each run's median; ratio = torch / liere (higher: liere faster); "
           f"load average now {os.getloadavg()[0]:.2f}")
