@@ -146,7 +146,7 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
 int main(int argc, char** argv) {
   return app::run_main("train_arrows", [&] {
     app::TrainOptions opt;
-    opt.epochs = 12;
+    opt.epochs = 6;
     opt.batch = 64;
     opt.lr = 1e-3;
     opt.wd = 0.05;

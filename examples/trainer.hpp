@@ -176,6 +176,7 @@ struct TrainOptions {
   int eval_batch = 250;
   std::string save, resume, metrics, summary_json, predictions;
   int bench_steps = 0;
+  int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
   bool dry_run = false;
   std::string model = "tiny";
 
@@ -195,6 +196,7 @@ struct TrainOptions {
     f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
     f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
     f.add("metrics", &metrics, "JSON lines, one per epoch", "PATH");
+    f.add("log-every", &log_every, "with --metrics: also a row every N steps (step, train loss and accuracy over them)");
     f.add("summary-json", &summary_json, "final results as JSON", "PATH");
     f.add("predictions", &predictions, "per-example test predictions (for compare_runs)", "PATH");
     f.section("Modes");
@@ -203,6 +205,7 @@ struct TrainOptions {
   }
   void validate() const {
     LIERE_ENSURE(epochs >= 1 && batch >= 1 && eval_batch >= 1 && threads >= 1, "epochs, batch, eval-batch and threads must be >= 1");
+    LIERE_ENSURE(log_every >= 0, "--log-every must be >= 0");
     LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && warmup < epochs + 1 && clip >= 0,
                  "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
     LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
@@ -439,8 +442,8 @@ class Trainer {
     bool evaluated_last = false;
     for (int epoch = start_epoch; epoch < opt_.epochs; ++epoch) {
       train::ProgressBar bar(spe, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(opt_.epochs));
-      double loss_sum = 0;
-      std::int64_t correct = 0, seen = 0;
+      double loss_sum = 0, window_loss = 0;
+      std::int64_t correct = 0, seen = 0, window_correct = 0, window_seen = 0;
       const auto t0 = std::chrono::steady_clock::now();
       for (std::int64_t s = 0; s < spe; ++s) {
         const std::int64_t global = std::int64_t(epoch) * spe + s;
@@ -465,12 +468,23 @@ class Trainer {
         adam_->set_lr(sched.at_step(global));
         adam_->step();
         params_.zero_grad();
-        loss_sum += l * B;
+        std::int64_t step_correct = 0;
         for (int i = 0; i < B; ++i) {
           const float* r = logits.data() + std::size_t(i) * cfg_.classes;
-          correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
+          step_correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
         }
+        loss_sum += l * B;
+        correct += step_correct;
         seen += B;
+        window_loss += l * B, window_correct += step_correct, window_seen += B;
+        if (metrics && opt_.log_every > 0 && (global + 1) % opt_.log_every == 0) {
+          metrics->write({{"step", global + 1},
+                          {"epoch_progress", double(global + 1) / double(spe)},
+                          {"pe", cfg_.pe.label()},
+                          {"train_loss", window_loss / window_seen},
+                          {"train_acc", double(window_correct) / window_seen}});
+          window_loss = 0, window_correct = 0, window_seen = 0;
+        }
         bar.add_items(B);
         bar.update(s + 1, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}, {"lr", sched.at_step(global)}});
       }

@@ -186,3 +186,27 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
 }
+
+TEST_CASE("trainer: --log-every writes step rows between the epoch rows", "[trainer]") {
+  const std::string path = temp_path("steps.jsonl");
+  std::remove(path.c_str());
+  app::TrainOptions o = options(2);
+  o.metrics = path;
+  o.log_every = 2;  // 3 steps per epoch: a row after every second global step (2, 4, 6), windows across epochs
+  std::cerr.setstate(std::ios::failbit);
+  app::Trainer t(tiny("liere"), o, "synthetic");
+  t.fit(data(), eval_set());
+  std::cerr.clear();
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 5);
+  // Rows in order: step 2, epoch 1 (after step 3), step 4, step 6, epoch 2.
+  CHECK_THAT(lines[0], Catch::StartsWith("{\"step\":2,"));
+  CHECK_THAT(lines[1], Catch::StartsWith("{\"epoch\":1,"));
+  CHECK_THAT(lines[2], Catch::StartsWith("{\"step\":4,"));
+  CHECK_THAT(lines[3], Catch::StartsWith("{\"step\":6,"));
+  CHECK_THAT(lines[4], Catch::StartsWith("{\"epoch\":2,"));
+  CHECK_THAT(lines[0], Catch::Contains("\"train_loss\":") && Catch::Contains("\"epoch_progress\":"));
+  std::remove(path.c_str());
+}
