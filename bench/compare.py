@@ -217,6 +217,17 @@ def ratio_row(workload, config, phase, key, lrecs, trecs, target, note=""):
     }
 
 
+def relative_row(workload, config, phase, key, recs, base, target):
+    """Two liere configurations against each other: ratio = recs / base of the medians, at most `target`."""
+    m, mb = med(recs, key), med(base, key)
+    per_round = [a[key] / b[key] for a, b in zip(recs, base) if a.get(key) and b.get(key)]
+    r = m / mb if m and mb else None
+    return {"kind": "relative", "workload": workload, "config": config, "phase": phase, "liere_ms": m, "base_ms": mb,
+            "ratio": r, "ratio_min": min(per_round) if per_round else None,
+            "ratio_max": max(per_round) if per_round else None, "target": target,
+            "met": (r <= target) if r is not None else None}
+
+
 def fmt(v, f="{:.1f}"):
     return "-" if v is None else f.format(v)
 
@@ -263,15 +274,8 @@ def attention_rows(runs, encs, dense):
                                   note="torch side: the official code's broadcasting-matmul form"))
     if "liere8" in encs and "none" in encs:
         for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
-            l8, ln = runs.get(("liere8", "liere"), []), runs.get(("none", "liere"), [])
-            m8, mn = med(l8, key), med(ln, key)
-            per_round = [a[key] / b[key] for a, b in zip(l8, ln)]
-            r = m8 / mn if m8 and mn else None
-            rows.append({"kind": "relative", "workload": "attention", "config": "liere liere8 / none", "phase": phase,
-                         "liere_ms": m8, "base_ms": mn, "ratio": r,
-                         "ratio_min": min(per_round) if per_round else None,
-                         "ratio_max": max(per_round) if per_round else None,
-                         "target": LIERE8_VS_NONE, "met": (r <= LIERE8_VS_NONE) if r is not None else None})
+            rows.append(relative_row("attention", "liere liere8 / none", phase, key, runs.get(("liere8", "liere"), []),
+                                     runs.get(("none", "liere"), []), LIERE8_VS_NONE))
     return rows
 
 
@@ -283,15 +287,8 @@ def vit_rows(runs, encs):
         tr = [dict(r, step_ms=r.get("step_ms")) for r in trecs]
         rows.append(ratio_row("vit step", e, "train step", "step_ms", lrecs, tr, VIT_TARGET.get(e)))
     if "liere8" in encs and "abs" in encs:
-        l8, la = runs.get(("liere8", "liere"), []), runs.get(("abs", "liere"), [])
-        m8, ma = med(l8, "step_ms"), med(la, "step_ms")
-        per_round = [a["step_ms"] / b["step_ms"] for a, b in zip(l8, la)]
-        r = m8 / ma if m8 and ma else None
-        rows.append({"kind": "relative", "workload": "vit step", "config": "liere liere8 / abs", "phase": "train step",
-                     "liere_ms": m8, "base_ms": ma, "ratio": r,
-                     "ratio_min": min(per_round) if per_round else None,
-                     "ratio_max": max(per_round) if per_round else None,
-                     "target": VIT_LIERE8_VS_ABS, "met": (r <= VIT_LIERE8_VS_ABS) if r is not None else None})
+        rows.append(relative_row("vit step", "liere liere8 / abs", "train step", "step_ms",
+                                 runs.get(("liere8", "liere"), []), runs.get(("abs", "liere"), []), VIT_LIERE8_VS_ABS))
     return rows
 
 
