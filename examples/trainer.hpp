@@ -94,7 +94,7 @@ class Flags {
         continue;
       }
       if (!has_value) {
-        if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
+        if (i + 1 >= argc) throw UsageError(known(name) ? "--" + name + " needs a value" : "unknown option --" + name);
         value = argv[++i];
       }
       if (auto o = setters_.find(name); o != setters_.end()) {
@@ -117,6 +117,18 @@ class Flags {
       throw UsageError("unknown option --" + name);
     }
     return true;
+  }
+
+  // Whether --name is an option of this program (a PE flag is known when a scratch PEConfig takes or rejects it).
+  bool known(const std::string& name) const {
+    if (setters_.count(name)) return true;
+    if (!pe_) return false;
+    try {
+      PEConfig scratch;
+      return scratch.set(name, "");
+    } catch (const Error&) {
+      return true;
+    }
   }
 
   static long long to_int(const std::string& s) {

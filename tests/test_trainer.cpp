@@ -182,6 +182,8 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--bogus", "1"}), Catch::Contains("unknown option --bogus"));
   CHECK_THROWS_WITH(parse({"--epochs", "x"}), Catch::Contains("expected an integer"));
   CHECK_THROWS_WITH(parse({"--epochs"}), Catch::Contains("--epochs needs a value"));
+  CHECK_THROWS_WITH(parse({"--block"}), Catch::Contains("--block needs a value"));
+  CHECK_THROWS_WITH(parse({"--bogus"}), Catch::Contains("unknown option --bogus"));
   CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
