@@ -284,8 +284,7 @@ def vit_rows(runs, encs):
     rows = []
     for e in encs:
         lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
-        tr = [dict(r, step_ms=r.get("step_ms")) for r in trecs]
-        rows.append(ratio_row("vit step", e, "train step", "step_ms", lrecs, tr, VIT_TARGET.get(e)))
+        rows.append(ratio_row("vit step", e, "train step", "step_ms", lrecs, trecs, VIT_TARGET.get(e)))
     if "liere8" in encs and "abs" in encs:
         rows.append(relative_row("vit step", "liere liere8 / abs", "train step", "step_ms",
                                  runs.get(("liere8", "liere"), []), runs.get(("abs", "liere"), []), VIT_LIERE8_VS_ABS))
