@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <regex>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -186,7 +187,7 @@ struct TrainOptions {
   std::int64_t seed = 0;
   int threads = 2;
   int eval_batch = 250;
-  std::string save, resume, metrics, summary_json, predictions;
+  std::string save, resume, init_from, metrics, summary_json, predictions;
   int bench_steps = 0;
   int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
   bool dry_run = false;
@@ -207,6 +208,9 @@ struct TrainOptions {
     f.section("Files");
     f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
     f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
+    f.add("init-from", &init_from,
+          "start from the weights of a checkpoint of the same model and encoding, with a fresh optimizer and schedule "
+          "(fine-tuning)", "PATH");
     f.add("metrics", &metrics, "JSON lines, one per epoch", "PATH");
     f.add("log-every", &log_every, "with --metrics: also a row every N steps (step, train loss and accuracy over them)");
     f.add("summary-json", &summary_json, "final results as JSON", "PATH");
@@ -221,6 +225,9 @@ struct TrainOptions {
     LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && warmup < epochs + 1 && clip >= 0,
                  "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
     LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+    LIERE_ENSURE(resume.empty() || init_from.empty(),
+                 "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
+                 "--init-from starts a new one from a checkpoint's weights");
   }
 };
 
@@ -228,6 +235,7 @@ struct TrainOptions {
 // The training data: fill(epoch, step, batch, x, y) writes `batch` normalised inputs (C, …) and labels.
 struct TrainData {
   std::int64_t steps_per_epoch = 0;
+  std::vector<int> size;  // spatial size of the inputs; empty: the model's image size
   std::function<void(int epoch, std::int64_t step, int batch, float* x, int* y)> fill;
 };
 
@@ -421,6 +429,28 @@ class Trainer {
     return r;
   }
 
+  // --init-from: the checkpoint's weights into the model (no optimizer state, no epoch). The same model and
+  // encoding, up to the resolution policy: it only says how positions follow the image size, and fine-tuning
+  // at another resolution may change it (train_arrows --model-res). fit() calls it before the first step.
+  void load_init_weights() {
+    const nn::SafetensorsFile file = nn::load_safetensors(opt_.init_from);
+    const auto pe = file.metadata.find("pe");
+    const std::regex policy(" positions=[a-z]+");
+    LIERE_ENSURE(pe != file.metadata.end() && std::regex_replace(pe->second, policy, "") ==
+                                                  std::regex_replace(cfg_.pe.describe(), policy, ""),
+                 "checkpoint pe '" << (pe == file.metadata.end() ? std::string("(none)") : pe->second)
+                                   << "' != model pe '" << cfg_.pe.describe() << "' (" << opt_.init_from
+                                   << "; only positions= may differ)");
+    nn::LoadOptions lo;
+    lo.expect = identity();
+    lo.expect.erase("pe");
+    lo.load_optimizer = false;
+    const auto meta = nn::load_checkpoint(file, params_, nullptr, lo);
+    const auto ep = meta.find("epoch");
+    std::cerr << "weights from " << opt_.init_from << " (after epoch " << (ep == meta.end() ? "?" : ep->second)
+              << " of that run), fresh optimizer and schedule\n";
+  }
+
   // Trains opt.epochs epochs (resuming when asked), evaluating on `test` after each epoch when
   // eval_every_epoch, always after the last. Returns the final evaluation.
   EvalResult fit(const TrainData& data, const EvalData& test, bool eval_every_epoch = true) {
@@ -440,6 +470,7 @@ class Trainer {
                                                            << start_epoch << ", more than --epochs " << opt_.epochs);
       std::cerr << "resumed " << opt_.resume << " after epoch " << start_epoch << "\n";
     }
+    if (!opt_.init_from.empty()) load_init_weights();
     std::unique_ptr<train::MetricsWriter> metrics;
     if (!opt_.metrics.empty())
       metrics = std::make_unique<train::MetricsWriter>(
@@ -447,7 +478,7 @@ class Trainer {
 
     const int B = opt_.batch;
     Shape xs{B, cfg_.channels};
-    for (int d : cfg_.image) xs.push_back(d);
+    for (int d : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
     Tensor x(xs);
     std::vector<int> y(B);
     EvalResult last;

@@ -44,14 +44,16 @@ app::TrainOptions options(int epochs, const std::string& save = "", const std::s
   return o;
 }
 
-// Deterministic data: step s of epoch e depends only on (e, s). nan_at: (epoch, step) that gets a NaN input.
-app::TrainData data(std::pair<int, int> nan_at = {-1, -1}) {
+// Deterministic data: step s of epoch e depends only on (e, s). nan_at: (epoch, step) that gets a NaN input;
+// side: the images' size (side × side; 8 is the tiny model's own).
+app::TrainData data(std::pair<int, int> nan_at = {-1, -1}, int side = 8) {
   app::TrainData d;
   d.steps_per_epoch = 3;
-  d.fill = [nan_at](int epoch, std::int64_t step, int B, float* x, int* y) {
+  if (side != 8) d.size = {side, side};
+  d.fill = [nan_at, side](int epoch, std::int64_t step, int B, float* x, int* y) {
     std::mt19937_64 g(app::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
     std::normal_distribution<float> n(0, 1);
-    for (int i = 0; i < B * 64; ++i) x[i] = n(g);
+    for (int i = 0; i < B * side * side; ++i) x[i] = n(g);
     for (int i = 0; i < B; ++i) y[i] = int(g() % 3);
     if (epoch == nan_at.first && step == nan_at.second) x[0] = std::numeric_limits<float>::quiet_NaN();
   };
@@ -73,6 +75,17 @@ std::vector<std::vector<float>> weights(app::Trainer& t) {
   std::vector<std::vector<float>> w;
   for (const auto& p : t.params()) w.emplace_back(p.value().data(), p.value().data() + p.numel());
   return w;
+}
+
+// Parameter tensors of t that differ from the checkpoint's.
+std::size_t differing_from_checkpoint(app::Trainer& t, const std::string& ckpt) {
+  const nn::SafetensorsFile file = nn::load_safetensors(ckpt);
+  std::size_t differing = 0;
+  for (const auto& p : t.params()) {
+    const Tensor c = file.tensor<float>(p.name());
+    differing += std::memcmp(c.data(), p.value().data(), std::size_t(p.numel()) * sizeof(float)) != 0;
+  }
+  return differing;
 }
 
 std::string temp_path(const std::string& name) {
@@ -151,6 +164,71 @@ TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clea
   wider.dim = 32;
   app::Trainer other_model(wider, options(2, "", ckpt), "synthetic");
   CHECK_THROWS_WITH(other_model.fit(data(), eval_set()), Catch::Contains("checkpoint model 'vit dim=16"));
+  std::remove(ckpt.c_str());
+}
+
+TEST_CASE("trainer: --init-from takes a checkpoint's weights and trains them at another image size", "[trainer]") {
+  for (const char* pe : {"liere", "absolute"}) {
+    const std::string ckpt = temp_path(std::string("init_") + pe + ".safetensors");
+    std::remove(ckpt.c_str());
+    std::cerr.setstate(std::ios::failbit);
+    {
+      app::Trainer a(tiny(pe), options(1, ckpt), "synthetic");
+      a.fit(data(), eval_set());
+    }
+    auto differing = [&](app::Trainer& t) { return differing_from_checkpoint(t, ckpt); };
+    // The weights, exactly.
+    app::TrainOptions o = options(1);
+    o.init_from = ckpt;
+    app::Trainer b(tiny(pe), o, "synthetic");
+    const std::size_t n = b.params().all().size();
+    CHECK(differing(b) == n);  // a fresh model differs in every tensor
+    b.load_init_weights();
+    CHECK(differing(b) == 0);
+    // fit() loads them before its first step: with a learning rate whose updates round to 0 in float (below
+    // the smallest subnormal), training leaves them as loaded, bit for bit, on 12 × 12 images (a 3 × 3 grid
+    // instead of the model's 2 × 2).
+    o.lr = 1e-46;
+    app::Trainer c(tiny(pe), o, "synthetic");
+    c.fit(data({-1, -1}, 12), eval_set());
+    CHECK(differing(c) == 0);
+    // With a real learning rate it trains there: every tensor moves, nothing becomes non-finite.
+    o.lr = 3e-3;
+    app::Trainer d(tiny(pe), o, "synthetic");
+    d.fit(data({-1, -1}, 12), eval_set());
+    std::cerr.clear();
+    CHECK(differing(d) == n);
+    for (const auto& p : d.params())
+      for (Index i = 0; i < p.numel(); ++i) REQUIRE(std::isfinite(p.value().data()[i]));
+    std::remove(ckpt.c_str());
+  }
+  // It needs the same model and encoding (the resolution policy may differ), and it is not --resume.
+  const std::string ckpt = temp_path("init_other.safetensors");
+  std::remove(ckpt.c_str());
+  std::cerr.setstate(std::ios::failbit);
+  {
+    app::Trainer a(tiny("liere"), options(1, ckpt), "synthetic");
+    a.fit(data(), eval_set());
+  }
+  std::cerr.clear();
+  app::TrainOptions o = options(1);
+  o.init_from = ckpt;
+  app::Trainer other_pe(tiny("rope-mixed"), o, "synthetic");
+  CHECK_THROWS_WITH(other_pe.load_init_weights(),
+                    Catch::Contains("checkpoint pe 'liere") && Catch::Contains("!= model pe 'rope-mixed"));
+  nn::VitConfig wider = tiny("liere");
+  wider.dim = 32;
+  app::Trainer other_model(wider, o, "synthetic");
+  CHECK_THROWS_WITH(other_model.load_init_weights(), Catch::Contains("checkpoint model 'vit dim=16"));
+  nn::VitConfig interpolate = tiny("liere");
+  interpolate.pe.set("positions", "interpolate");
+  app::Trainer other_policy(interpolate, o, "synthetic");
+  std::cerr.setstate(std::ios::failbit);
+  CHECK_NOTHROW(other_policy.load_init_weights());
+  std::cerr.clear();
+  CHECK(differing_from_checkpoint(other_policy, ckpt) == 0);
+  o.resume = ckpt;
+  CHECK_THROWS_WITH(o.validate(), Catch::Contains("--resume and --init-from exclude each other"));
   std::remove(ckpt.c_str());
 }
 

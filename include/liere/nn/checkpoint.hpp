@@ -539,11 +539,12 @@ struct LoadOptions {
   bool strict = true;          // every model parameter present, and no unknown parameter tensor
 };
 
-// Loads parameters (and optimizer state) after validating the whole file; returns the metadata.
+// Loads parameters (and optimizer state) from a file read by load_safetensors, after validating it;
+// returns the metadata.
 template <class S>
-Metadata load_checkpoint(const std::string& path, const ParamsT<S>& params, std::type_identity_t<optim::AdamT<S>>* opt = nullptr,
+Metadata load_checkpoint(const SafetensorsFile& f, const ParamsT<S>& params, std::type_identity_t<optim::AdamT<S>>* opt = nullptr,
                          const LoadOptions& lo = {}) {
-  const SafetensorsFile f = load_safetensors(path);
+  const std::string& path = f.path;
   for (const auto& [key, want] : lo.expect) {
     auto it = f.metadata.find(key);
     LIERE_ENSURE(it != f.metadata.end(),
@@ -591,6 +592,13 @@ Metadata load_checkpoint(const std::string& path, const ParamsT<S>& params, std:
     if (auto it = f.metadata.find("optim.lr"); it != f.metadata.end()) opt->set_lr(std::stod(it->second));
   }
   return f.metadata;
+}
+
+// The same from a path.
+template <class S>
+Metadata load_checkpoint(const std::string& path, const ParamsT<S>& params, std::type_identity_t<optim::AdamT<S>>* opt = nullptr,
+                         const LoadOptions& lo = {}) {
+  return load_checkpoint(load_safetensors(path), params, opt, lo);
 }
 
 }  // namespace liere::nn
