@@ -6,6 +6,8 @@
 //   train_arrows --pe liere --block 64 --epochs 20 --res 168
 //   train_arrows --compare abs,visionllama,rope-mixed,liere8,liere64 --compare-json t3.json --compare-png t3.png
 //   train_arrows --pe liere --attn-maps attn.png
+//   train_arrows --pe liere --save l108.safetensors                 # then fine-tune it at 168:
+//   train_arrows --pe liere --res 168 --model-res 108 --positions interpolate --init-from l108.safetensors --lr 1e-4
 #include <data_tools/arrows.hpp>
 #include <data_tools/plot.hpp>
 #include <regex>
@@ -53,6 +55,7 @@ struct ArrowRun {
 
 struct ArrowOptions {
   std::int64_t train_samples = 0;  // per epoch
+  int model_res = 0;               // the image size the model is built for (0: the data's)
   int test_n = 2000;
   std::uint64_t test_seed = 0;
 };
@@ -60,15 +63,19 @@ struct ArrowOptions {
 ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, const ArrowOptions& ao, int res,
                    const std::string& attn_maps) {
   nn::VitConfig cfg = cfg_in;
-  cfg.image = {res, res};
+  const int model_res = ao.model_res > 0 ? ao.model_res : res;
+  cfg.image = {model_res, model_res};
   app::Trainer t(cfg, opt, "arrows");
-  std::cerr << "\n== " << cfg.pe.label() << " at " << res << "x" << res << ": " << cfg.describe() << "\n   "
+  std::cerr << "\n== " << cfg.pe.label() << " at " << res << "x" << res
+            << (model_res != res ? " (model built for " + std::to_string(model_res) + ")" : std::string()) << ": "
+            << cfg.describe() << "\n   "
             << cfg.pe.describe() << "\n   " << t.dry_run_line() << "\n";
   const data::ArrowRenderer renderer(res);
   const std::size_t per = std::size_t(res) * res;
 
   app::TrainData td;
   td.steps_per_epoch = ao.train_samples / opt.batch;
+  td.size = {res, res};
   std::vector<std::uint8_t> px(per * opt.batch);
   const std::uint64_t train_seed = app::mix_seed(std::uint64_t(opt.seed), 0xA770);
   td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
@@ -107,9 +114,9 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
     test.fill(0, 1, x.data());
     Var xv(x);
     t.model().forward(tape, xv);
-    const auto grid = cfg.grid();
-    const int T = cfg.tokens(), H = cfg.heads, L = cfg.depth, N = grid[0] * grid[1];
     LIERE_ENSURE(cfg.pool == nn::Pool::cls, "--attn-maps needs a CLS token (--pool cls)");
+    const auto grid = cfg.grid_for({res, res});
+    const int H = cfg.heads, L = cfg.depth, N = grid[0] * grid[1], T = N + 1;
     plot::HeatmapGrid hg;
     hg.title = "CLS attention, " + cfg.pe.label() + ", sample 0 (label " +
                data::direction_name(data::Direction(test.labels[0])) + ", predicted " +
@@ -164,6 +171,7 @@ int main(int argc, char** argv) {
     cfg.heads = 2;
     cfg.mlp_hidden = 256;
     std::vector<int> res = {108};
+    std::string pool = "cls";
     std::string compare, compare_json, compare_png, attn_maps;
     std::string default_compare = "abs,liere8";
 
@@ -181,6 +189,10 @@ int main(int argc, char** argv) {
     f.add("depth", &cfg.depth, "layers");
     f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
     f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
+    f.add("pool", &pool, "cls (a CLS token, the paper's) or mean (the mean of the patch tokens)");
+    f.add("model-res", &ao.model_res,
+          "the image size the model is built for (its position grid and absolute table): with --init-from, the "
+          "checkpoint's, to fine-tune it at another --res [0: --res]");
     f.add_pe(&cfg.pe);
     f.section("Comparison (paper Table 3)");
     f.add("compare", &compare, "train each encoding in turn under the same budget, e.g. abs,visionllama,rope-mixed,liere8,liere64", "LIST");
@@ -196,10 +208,16 @@ int main(int argc, char** argv) {
     LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
                  "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
     for (int r : res) LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
+    LIERE_ENSURE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % cfg.patch == 0),
+                 "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
+    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
+    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
+    LIERE_ENSURE(compare.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
     if (compare.empty() && !pe_given && opt.dry_run == false && opt.bench_steps == 0) compare = default_compare;
 
     if (opt.dry_run || opt.bench_steps > 0) {
       cfg.image = {res[0], res[0]};
+      LIERE_ENSURE(ao.model_res == 0 || ao.model_res == res[0], "--dry-run and --bench-steps use the model at --res");
       app::Trainer t(cfg, opt, "arrows");
       if (opt.dry_run) std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
       else t.bench(opt.bench_steps);
@@ -217,6 +235,8 @@ int main(int argc, char** argv) {
                          {"pe", cfg.pe.label()},
                          {"pe_config", cfg.pe.describe()},
                          {"res", res[0]},
+                         {"model_res", ao.model_res > 0 ? ao.model_res : res[0]},
+                         {"init_from", opt.init_from},
                          {"pe_params", r.pe_params},
                          {"total_params", r.total_params},
                          {"train_img_per_s", r.img_per_s},
@@ -237,7 +257,7 @@ int main(int argc, char** argv) {
         nn::VitConfig c = cfg;
         c.pe = parse_label(l, cfg.pe);
         app::TrainOptions o = opt;
-        o.save.clear(), o.resume.clear(), o.predictions.clear();
+        o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
         if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";
         runs.push_back(train_one(c, o, ao, r, ""));
       }
