@@ -12,6 +12,9 @@
 // deleter of the tensor's storage (see tensor.hpp), so a buffer goes back to the pool the moment its last
 // tensor or view dies: during the backward pass, as each closure of the tape runs and is dropped.
 //
+// Debugging: with LIERE_POOL_POISON=1 in the environment every block handed out is filled with 0xFF bytes
+// (a NaN in float and double), so a kernel that reads uninitialised storage shows up as NaNs.
+//
 // One pool per process (per scalar type it does not matter: blocks are raw bytes), never destroyed, so
 // tensors with static storage duration can still release into it at exit. Thread-safe (a mutex): tensors
 // are allocated from the main thread; OpenMP workers inside kernels never allocate.
@@ -19,9 +22,11 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <liere/config.hpp>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 namespace liere {
 
@@ -53,6 +58,7 @@ class BufferPool {
       free_.erase(it);
       note_use(*capacity);
       ++stats_.reuses;
+      if (poison()) std::memset(p, 0xFF, *capacity);
       return p;
     }
     void* p = std::aligned_alloc(kAlign, want);
@@ -65,6 +71,7 @@ class BufferPool {
     *capacity = want;
     note_use(want);
     ++stats_.allocations;
+    if (poison()) std::memset(p, 0xFF, want);
     return p;
   }
 
@@ -92,6 +99,13 @@ class BufferPool {
   }
 
  private:
+  static bool poison() {
+    static const bool on = [] {
+      const char* e = std::getenv("LIERE_POOL_POISON");
+      return e && *e && std::string_view(e) != "0";
+    }();
+    return on;
+  }
   void note_use(std::size_t bytes) {
     stats_.bytes_in_use += bytes;
     if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
