@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <regex>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +25,7 @@
 #include <liere/train/progress.hpp>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>

@@ -92,6 +92,19 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("liere_test_trainer_" + name)).string();
 }
 
+// A checkpoint of the tiny model after one epoch, at temp_path(name).
+std::string one_epoch_checkpoint(const std::string& pe, const std::string& name) {
+  const std::string ckpt = temp_path(name);
+  std::remove(ckpt.c_str());
+  std::cerr.setstate(std::ios::failbit);
+  {
+    app::Trainer t(tiny(pe), options(1, ckpt), "synthetic");
+    t.fit(data(), eval_set());
+  }
+  std::cerr.clear();
+  return ckpt;
+}
+
 }  // namespace
 
 TEST_CASE("trainer: 2 epochs == 1 epoch + save + resume + 1 epoch, bit for bit", "[trainer]") {
@@ -150,14 +163,7 @@ TEST_CASE("trainer: a NaN loss stops training and the last good checkpoint stays
 }
 
 TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clear error", "[trainer]") {
-  const std::string ckpt = temp_path("other.safetensors");
-  std::remove(ckpt.c_str());
-  std::cerr.setstate(std::ios::failbit);
-  {
-    app::Trainer t(tiny("liere"), options(1, ckpt), "synthetic");
-    t.fit(data(), eval_set());
-  }
-  std::cerr.clear();
+  const std::string ckpt = one_epoch_checkpoint("liere", "other.safetensors");
   app::Trainer other_pe(tiny("rope-mixed"), options(2, "", ckpt), "synthetic");
   CHECK_THROWS_WITH(other_pe.fit(data(), eval_set()), Catch::Contains("checkpoint pe 'liere") && Catch::Contains("!= model pe 'rope-mixed"));
   nn::VitConfig wider = tiny("liere");
@@ -169,14 +175,9 @@ TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clea
 
 TEST_CASE("trainer: --init-from takes a checkpoint's weights and trains them at another image size", "[trainer]") {
   for (const char* pe : {"liere", "absolute"}) {
-    const std::string ckpt = temp_path(std::string("init_") + pe + ".safetensors");
-    std::remove(ckpt.c_str());
-    std::cerr.setstate(std::ios::failbit);
-    {
-      app::Trainer a(tiny(pe), options(1, ckpt), "synthetic");
-      a.fit(data(), eval_set());
-    }
+    const std::string ckpt = one_epoch_checkpoint(pe, std::string("init_") + pe + ".safetensors");
     auto differing = [&](app::Trainer& t) { return differing_from_checkpoint(t, ckpt); };
+    std::cerr.setstate(std::ios::failbit);
     // The weights, exactly.
     app::TrainOptions o = options(1);
     o.init_from = ckpt;
@@ -203,14 +204,7 @@ TEST_CASE("trainer: --init-from takes a checkpoint's weights and trains them at 
     std::remove(ckpt.c_str());
   }
   // It needs the same model and encoding (the resolution policy may differ), and it is not --resume.
-  const std::string ckpt = temp_path("init_other.safetensors");
-  std::remove(ckpt.c_str());
-  std::cerr.setstate(std::ios::failbit);
-  {
-    app::Trainer a(tiny("liere"), options(1, ckpt), "synthetic");
-    a.fit(data(), eval_set());
-  }
-  std::cerr.clear();
+  const std::string ckpt = one_epoch_checkpoint("liere", "init_other.safetensors");
   app::TrainOptions o = options(1);
   o.init_from = ckpt;
   app::Trainer other_pe(tiny("rope-mixed"), o, "synthetic");
