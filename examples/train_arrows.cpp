@@ -9,6 +9,7 @@
 //   train_arrows --pe liere --save l108.safetensors                 # then fine-tune it at 168:
 //   train_arrows --pe liere --res 168 --model-res 108 --positions interpolate --init-from l108.safetensors --lr 1e-4
 #include <data_tools/arrows.hpp>
+#include <data_tools/augment.hpp>
 #include <data_tools/plot.hpp>
 #include <regex>
 
@@ -45,6 +46,21 @@ void to_input(const std::uint8_t* px, std::size_t n, float* x) {
   for (std::size_t i = 0; i < n; ++i) x[i] = float(255 - px[i]) * (1.0f / 255.0f);
 }
 
+// --shift: moves each image of a batch by its own (dx, dy) in [−shift, shift]², drawn from the sample's
+// index, filling with the white background (augment's translate fills with 0, so it runs on the inverted
+// image).
+void shift_batch(std::uint8_t* px, int n, int B, int shift, std::uint64_t seed, std::uint64_t first) {
+  const std::size_t per = std::size_t(n) * n;
+  for (int i = 0; i < B; ++i) {
+    std::uint8_t* img = px + std::size_t(i) * per;
+    const std::uint64_t h = app::mix_seed(seed, 0x5717, first + std::uint64_t(i));
+    const int dx = int(h % std::uint64_t(2 * shift + 1)) - shift, dy = int((h >> 32) % std::uint64_t(2 * shift + 1)) - shift;
+    for (std::size_t k = 0; k < per; ++k) img[k] = std::uint8_t(255 - img[k]);
+    data::translate(img, 1, n, n, dx, dy);
+    for (std::size_t k = 0; k < per; ++k) img[k] = std::uint8_t(255 - img[k]);
+  }
+}
+
 struct ArrowRun {
   std::string label;
   int res = 108;
@@ -56,6 +72,8 @@ struct ArrowRun {
 struct ArrowOptions {
   std::int64_t train_samples = 0;  // per epoch
   int model_res = 0;               // the image size the model is built for (0: the data's)
+  std::vector<int> train_res;      // training image sizes, one drawn per batch (empty: the evaluation's)
+  int shift = 0;                   // training images translated by up to ±shift pixels on each axis
   int test_n = 2000;
   std::uint64_t test_seed = 0;
 };
@@ -73,16 +91,34 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   const data::ArrowRenderer renderer(res);
   const std::size_t per = std::size_t(res) * res;
 
+  // Training resolutions: --res, or with --train-res one of those drawn for each batch (multi-resolution
+  // training); the held-out set is always at --res.
+  const std::vector<int> train_res = ao.train_res.empty() ? std::vector<int>{res} : ao.train_res;
+  std::vector<data::ArrowRenderer> train_renderers;
+  int max_res = 0;
+  for (int r : train_res) train_renderers.emplace_back(r), max_res = std::max(max_res, r);
+  auto res_index = [&](int epoch, std::int64_t step) -> std::size_t {
+    if (train_res.size() == 1) return 0;
+    const std::uint64_t global = std::uint64_t(epoch) * std::uint64_t(ao.train_samples / opt.batch) + std::uint64_t(step);
+    return std::size_t(app::mix_seed(std::uint64_t(opt.seed), 0x4E5, global) % train_res.size());
+  };
+
   app::TrainData td;
   td.steps_per_epoch = ao.train_samples / opt.batch;
-  td.size = {res, res};
-  std::vector<std::uint8_t> px(per * opt.batch);
+  td.size_at = [&](int epoch, std::int64_t step) {
+    const int r = train_res[res_index(epoch, step)];
+    return std::vector<int>{r, r};
+  };
+  std::vector<std::uint8_t> px(std::size_t(max_res) * max_res * opt.batch);
   const std::uint64_t train_seed = app::mix_seed(std::uint64_t(opt.seed), 0xA770);
   td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
     // Fresh samples: sample index epoch·(samples per epoch) + step·B + i of the training stream.
     const std::uint64_t first = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) * B + std::uint64_t(step) * B;
-    data::make_arrow_batch(renderer, train_seed, first, B, px.data(), y);
-    to_input(px.data(), per * B, x);
+    const data::ArrowRenderer& r = train_renderers[res_index(epoch, step)];
+    data::make_arrow_batch(r, train_seed, first, B, px.data(), y);
+    const int n = r.resolution();
+    if (ao.shift > 0) shift_batch(px.data(), n, B, ao.shift, train_seed, first);
+    to_input(px.data(), std::size_t(n) * n * B, x);
   };
 
   // The held-out set: its own seed, rendered once.
@@ -182,6 +218,11 @@ int main(int argc, char** argv) {
     f.section("Task");
     f.add("res", &res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
     f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
+    f.add("shift", &ao.shift, "augmentation: translate each training image by up to this many pixels on each axis");
+    f.add("train-res", &ao.train_res,
+        "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
+        "108,120,132,144,156,168 (the held-out set stays at --res; use --positions interpolate so that a cell is "
+        "about the same distance in position units at every size) [none: --res]");
     f.add("test-n", &ao.test_n, "held-out samples");
     f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
     f.section("Model");
@@ -208,6 +249,9 @@ int main(int argc, char** argv) {
     LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
                  "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
     for (int r : res) LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
+    LIERE_ENSURE(ao.shift >= 0 && ao.shift <= cfg.patch, "--shift " << ao.shift << ": allowed 0 to " << cfg.patch << " pixels");
+    for (int r : ao.train_res)
+      LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--train-res " << r << ": must be a multiple of the patch size 12");
     LIERE_ENSURE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % cfg.patch == 0),
                  "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
     LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");

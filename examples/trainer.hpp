@@ -237,6 +237,9 @@ struct TrainData {
   std::int64_t steps_per_epoch = 0;
   std::vector<int> size;  // spatial size of the inputs; empty: the model's image size
   std::function<void(int epoch, std::int64_t step, int batch, float* x, int* y)> fill;
+  // Optional, for multi-resolution training: the spatial size of the batch of (epoch, step), which fill
+  // then writes; `size` is not used.
+  std::function<std::vector<int>(int epoch, std::int64_t step)> size_at;
 };
 
 // An evaluation set: n examples of shape (C, size...), fill(first, count, x) writes normalised inputs.
@@ -477,9 +480,12 @@ class Trainer {
           opt_.metrics, start_epoch > 0 ? train::MetricsWriter::Mode::append : train::MetricsWriter::Mode::truncate);
 
     const int B = opt_.batch;
-    Shape xs{B, cfg_.channels};
-    for (int d : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
-    Tensor x(xs);
+    auto batch_shape = [&](int epoch, std::int64_t s) {
+      Shape xs{B, cfg_.channels};
+      for (int d : data.size_at ? data.size_at(epoch, s) : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
+      return xs;
+    };
+    Tensor x(batch_shape(start_epoch, 0));
     std::vector<int> y(B);
     EvalResult last;
     bool evaluated_last = false;
@@ -490,6 +496,10 @@ class Trainer {
       const auto t0 = std::chrono::steady_clock::now();
       for (std::int64_t s = 0; s < spe; ++s) {
         const std::int64_t global = std::int64_t(epoch) * spe + s;
+        if (data.size_at) {
+          const Shape xs = batch_shape(epoch, s);
+          if (xs != x.shape()) x = Tensor(xs);
+        }
         data.fill(epoch, s, B, x.data(), y.data());
         Tape tape(mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)));
         Var xv(x);

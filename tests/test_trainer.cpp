@@ -226,6 +226,41 @@ TEST_CASE("trainer: --init-from takes a checkpoint's weights and trains them at 
   std::remove(ckpt.c_str());
 }
 
+TEST_CASE("trainer: TrainData::size_at gives every step its own image size (multi-resolution training)", "[trainer]") {
+  // side_of(epoch, step) → the data: fill writes images of that side, size_at says so.
+  auto sized = [](std::function<int(int, std::int64_t)> side_of) {
+    app::TrainData d;
+    d.steps_per_epoch = 3;
+    d.size_at = [side_of](int e, std::int64_t s) { return std::vector<int>{side_of(e, s), side_of(e, s)}; };
+    d.fill = [side_of](int epoch, std::int64_t step, int B, float* x, int* y) {
+      const int side = side_of(epoch, step);
+      std::mt19937_64 g(app::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
+      std::normal_distribution<float> n(0, 1);
+      for (int i = 0; i < B * side * side; ++i) x[i] = n(g);
+      for (int i = 0; i < B; ++i) y[i] = int(g() % 3);
+    };
+    return d;
+  };
+  auto train = [](const app::TrainData& d) {
+    app::Trainer t(tiny("liere"), options(2), "synthetic");
+    t.fit(d, eval_set(), false);
+    return weights(t);
+  };
+  std::cerr.setstate(std::ios::failbit);
+  // A constant size_at is the fixed-size path, bit for bit, at the model's size and at another.
+  const auto plain8 = train(data()), plain12 = train(data({-1, -1}, 12));
+  CHECK(train(sized([](int, std::int64_t) { return 8; })) == plain8);
+  CHECK(train(sized([](int, std::int64_t) { return 12; })) == plain12);
+  // Mixed: steps 0 and 2 of each epoch at 8 × 8, step 1 at 12 × 12 (a 3 × 3 grid); it trains, finitely, and
+  // ends elsewhere than either fixed size.
+  const auto mixed = train(sized([](int, std::int64_t s) { return s == 1 ? 12 : 8; }));
+  std::cerr.clear();
+  CHECK(mixed != plain8);
+  CHECK(mixed != plain12);
+  for (const auto& w : mixed)
+    for (float v : w) REQUIRE(std::isfinite(v));
+}
+
 TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") {
   auto parse = [](std::vector<std::string> args) {
     int epochs = 1;
