@@ -8,6 +8,8 @@
 //   train_arrows --pe liere --attn-maps attn.png
 //   train_arrows --pe liere --save l108.safetensors                 # then fine-tune it at 168:
 //   train_arrows --pe liere --res 168 --model-res 108 --positions interpolate --init-from l108.safetensors --lr 1e-4
+//   train_arrows --pe liere --positions interpolate --init-from l108.safetensors --shift 1    # objects off the patch grid
+//   train_arrows --pe liere --res 168 --train-res 108,168 --positions interpolate           # two sizes in one run
 #include <data_tools/arrows.hpp>
 #include <data_tools/augment.hpp>
 #include <data_tools/plot.hpp>
@@ -41,9 +43,12 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Pixels 0…255 (255 the white background) → (255 − v) / 255: ink is positive, the background 0.
-void to_input(const std::uint8_t* px, std::size_t n, float* x) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = float(255 - px[i]) * (1.0f / 255.0f);
+// Pixels 0…255 (255 the white background) → ink a = (255 − v) / 255: positive, the background 0. With
+// --standardize, (a − 0.0347) / 0.172 instead: the mean and standard deviation of a over the task's images
+// (the same at 108, 168 and 276, since the drawing scales with the image), so the background is −0.20.
+void to_input(const std::uint8_t* px, std::size_t n, float* x, bool standardize) {
+  const float mean = standardize ? 0.0347f : 0.0f, inv_std = standardize ? 1.0f / 0.172f : 1.0f;
+  for (std::size_t i = 0; i < n; ++i) x[i] = (float(255 - px[i]) * (1.0f / 255.0f) - mean) * inv_std;
 }
 
 // --shift: moves each image of a batch by its own (dx, dy) in [−shift, shift]², drawn from the sample's
@@ -74,6 +79,7 @@ struct ArrowOptions {
   int model_res = 0;               // the image size the model is built for (0: the data's)
   std::vector<int> train_res;      // training image sizes, one drawn per batch (empty: the evaluation's)
   int shift = 0;                   // training images translated by up to ±shift pixels on each axis
+  bool standardize = false;        // inputs with mean 0 and standard deviation 1 over the task's images
   int test_n = 2000;
   std::uint64_t test_seed = 0;
 };
@@ -118,7 +124,7 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
     data::make_arrow_batch(r, train_seed, first, B, px.data(), y);
     const int n = r.resolution();
     if (ao.shift > 0) shift_batch(px.data(), n, B, ao.shift, train_seed, first);
-    to_input(px.data(), std::size_t(n) * n * B, x);
+    to_input(px.data(), std::size_t(n) * n * B, x, ao.standardize);
   };
 
   // The held-out set: its own seed, rendered once.
@@ -129,7 +135,9 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   test.labels.resize(ao.test_n);
   auto test_px = std::make_shared<std::vector<std::uint8_t>>(per * ao.test_n);
   data::make_arrow_batch(renderer, ao.test_seed, 0, ao.test_n, test_px->data(), test.labels.data());
-  test.fill = [test_px, per](int first, int count, float* x) { to_input(test_px->data() + per * first, per * count, x); };
+  test.fill = [test_px, per, st = ao.standardize](int first, int count, float* x) {
+    to_input(test_px->data() + per * first, per * count, x, st);
+  };
 
   ArrowRun run;
   run.label = cfg.pe.label();
@@ -218,6 +226,7 @@ int main(int argc, char** argv) {
     f.section("Task");
     f.add("res", &res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
     f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
+    f.add_switch("standardize", &ao.standardize, "inputs standardised to mean 0 and std 1 over the task's images (else ink in [0, 1], background 0)");
     f.add("shift", &ao.shift, "augmentation: translate each training image by up to this many pixels on each axis");
     f.add("train-res", &ao.train_res,
         "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
