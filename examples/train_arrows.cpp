@@ -226,12 +226,13 @@ int main(int argc, char** argv) {
     f.section("Task");
     f.add("res", &res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
     f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
-    f.add_switch("standardize", &ao.standardize, "inputs standardised to mean 0 and std 1 over the task's images (else ink in [0, 1], background 0)");
+    f.add_switch("standardize", &ao.standardize,
+                 "inputs standardised to mean 0 and std 1 over the task's images (else ink in [0, 1], background 0)");
     f.add("shift", &ao.shift, "augmentation: translate each training image by up to this many pixels on each axis");
     f.add("train-res", &ao.train_res,
-        "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
-        "108,120,132,144,156,168 (the held-out set stays at --res; use --positions interpolate so that a cell is "
-        "about the same distance in position units at every size) [none: --res]");
+          "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
+          "108,120,168 (none: --res; the held-out set stays at --res; with --positions interpolate a cell is "
+          "about the same distance in position units at every size)");
     f.add("test-n", &ao.test_n, "held-out samples");
     f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
     f.section("Model");
