@@ -103,14 +103,14 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   std::vector<data::ArrowRenderer> train_renderers;
   int max_res = 0;
   for (int r : train_res) train_renderers.emplace_back(r), max_res = std::max(max_res, r);
-  auto res_index = [&](int epoch, std::int64_t step) -> std::size_t {
-    if (train_res.size() == 1) return 0;
-    const std::uint64_t global = std::uint64_t(epoch) * std::uint64_t(ao.train_samples / opt.batch) + std::uint64_t(step);
-    return std::size_t(app::mix_seed(std::uint64_t(opt.seed), 0x4E5, global) % train_res.size());
-  };
 
   app::TrainData td;
   td.steps_per_epoch = ao.train_samples / opt.batch;
+  auto res_index = [&](int epoch, std::int64_t step) -> std::size_t {
+    if (train_res.size() == 1) return 0;
+    const std::uint64_t global = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) + std::uint64_t(step);
+    return std::size_t(app::mix_seed(std::uint64_t(opt.seed), 0x4E5, global) % train_res.size());
+  };
   td.size_at = [&](int epoch, std::int64_t step) {
     const int r = train_res[res_index(epoch, step)];
     return std::vector<int>{r, r};
