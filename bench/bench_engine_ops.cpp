@@ -170,10 +170,11 @@ int main(int argc, char** argv) {
   const double t_ln_f = median_ms(
       [&] { cpu::layernorm_forward(x.data(), g.data(), bb.data(), y.data(), mean.data(), rstd.data(), N, C); }, reps);
   report("layernorm_fwd", t_ln_f, 0, 2.0 * N * C * 4);
+  std::vector<float> ln_scratch(std::size_t(cpu::layernorm_backward_scratch(N, C)));
   const double t_ln_b = median_ms(
       [&] {
         cpu::layernorm_backward(x.data(), g.data(), mean.data(), rstd.data(), dy.data(), dx.data(), dg.data(), dbb.data(),
-                                N, C);
+                                ln_scratch.data(), N, C);
       },
       reps);
   report("layernorm_bwd", t_ln_b, 0, 4.0 * N * C * 4);

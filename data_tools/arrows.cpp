@@ -1,5 +1,6 @@
 // data_tools/arrows.cpp — layouts, shapes, the coverage rasteriser and the renderer of the arrow task.
 #include <data_tools/arrows.hpp>
+#include <liere/core/rng.hpp>
 
 #include <stb_image_write.h>
 #include <stb_truetype.h>
@@ -21,21 +22,6 @@ namespace liere::data {
 
 namespace {
 
-// A uniform integer in [0, n) by rejection of the short last block: the same on every standard library.
-std::uint64_t random_below(std::mt19937_64& rng, std::uint64_t n) {
-  const std::uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-  for (;;) {
-    const std::uint64_t r = rng();
-    if (r >= threshold) return r % n;
-  }
-}
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -58,11 +44,11 @@ ArrowLayout make_arrow_layout(std::uint64_t seed) {
   L.seed = seed;
 
   // 1–2. label and the Y's base direction.
-  L.label = Direction(random_below(rng, kArrowClasses));
-  L.y_base = Direction(random_below(rng, kArrowClasses));
+  L.label = Direction(liere::below(rng, kArrowClasses));
+  L.y_base = Direction(liere::below(rng, kArrowClasses));
 
   // 3. the Y among the G·(G-1) cells whose neighbour towards the base lies inside the grid.
-  const int k = int(random_below(rng, G * (G - 1)));
+  const int k = int(liere::below(rng, G * (G - 1)));
   Cell y;
   switch (L.y_base) {
     case Direction::Up: y = {k / G + 1, k % G}; break;
@@ -84,14 +70,14 @@ ArrowLayout make_arrow_layout(std::uint64_t seed) {
       if (Cell{r, c} != y && Cell{r, c} != L.target) free[n_free++] = {r, c};
   constexpr int kOthers = (kArrowCount - 1) + (kLetterCount - 1);
   for (int j = 0; j < kOthers; ++j) {
-    const int r = j + int(random_below(rng, std::uint64_t(n_free - j)));
+    const int r = j + int(liere::below(rng, std::uint64_t(n_free - j)));
     std::swap(free[j], free[r]);
   }
   for (int i = 1; i < kArrowCount; ++i) L.arrow_cells[i] = free[i - 1];
   for (int i = 0; i < kLetterCount - 1; ++i) L.letter_cells[i] = free[kArrowCount - 1 + i];
 
   // 5. the distractor arrows' directions.
-  for (int i = 1; i < kArrowCount; ++i) L.arrow_directions[i] = Direction(random_below(rng, kArrowClasses));
+  for (int i = 1; i < kArrowCount; ++i) L.arrow_directions[i] = Direction(liere::below(rng, kArrowClasses));
   return L;
 }
 

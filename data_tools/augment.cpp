@@ -148,8 +148,8 @@ void crop_padded(const std::uint8_t* src, std::uint8_t* dst, int C, int H, int W
 
 void random_crop(const std::uint8_t* src, std::uint8_t* dst, int C, int H, int W, int pad, std::mt19937_64& rng) {
   LIERE_ENSURE(pad >= 0, "random_crop: pad must be >= 0, got " << pad);
-  const int top = int(random_below(rng, std::uint64_t(2 * pad + 1)));
-  const int left = int(random_below(rng, std::uint64_t(2 * pad + 1)));
+  const int top = int(liere::below(rng, std::uint64_t(2 * pad + 1)));
+  const int left = int(liere::below(rng, std::uint64_t(2 * pad + 1)));
   crop_padded(src, dst, C, H, W, pad, top, left);
 }
 
@@ -159,7 +159,7 @@ void hflip(std::uint8_t* img, int C, int H, int W) {
 }
 
 bool random_hflip(std::uint8_t* img, int C, int H, int W, std::mt19937_64& rng, double p) {
-  const bool flip = random_unit(rng) < p;
+  const bool flip = liere::unit_double(rng()) < p;
   if (flip) hflip(img, C, H, W);
   return flip;
 }
@@ -406,9 +406,9 @@ std::vector<AppliedOp> RandAugment::operator()(std::uint8_t* img, int C, int H, 
   std::vector<AppliedOp> applied;
   applied.reserve(std::size_t(num_ops));
   for (int k = 0; k < num_ops; ++k) {
-    const auto op = AugmentOp(random_below(rng, kNumAugmentOps));
+    const auto op = AugmentOp(liere::below(rng, kNumAugmentOps));
     auto [m, is_signed] = op_magnitude(op, magnitude, num_magnitude_bins, H, W);
-    if (is_signed && random_below(rng, 2) == 1) m = -m;
+    if (is_signed && liere::below(rng, 2) == 1) m = -m;
     apply_op(img, C, H, W, op, m);
     applied.push_back({op, m});
   }

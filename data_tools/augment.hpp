@@ -12,7 +12,7 @@
 //              truncated and clipped to 0..255, with degenerate = black (Brightness), the greyscale image
 //              (Color), its rounded mean grey (Contrast), the SMOOTH-filtered image (Sharpness);
 //   point ops  Pillow's ImageOps lookup tables (posterize, solarize, autocontrast, equalize), per channel.
-// All randomness comes from a caller's std::mt19937_64 through random_below / random_unit (image_set.hpp), so
+// All randomness comes from a caller's std::mt19937_64 through liere::below / liere::unit_double (core/rng.hpp), so
 // a seed gives the same images on every standard library.
 #pragma once
 
@@ -57,7 +57,7 @@ void random_crop(const std::uint8_t* src, std::uint8_t* dst, int C, int H, int W
 // Mirrors every row in place.
 void hflip(std::uint8_t* img, int C, int H, int W);
 
-// Flips with probability p (one draw of random_unit); returns whether it flipped.
+// Flips with probability p (one draw of liere::unit_double); returns whether it flipped.
 bool random_hflip(std::uint8_t* img, int C, int H, int W, std::mt19937_64& rng, double p = 0.5);
 
 // ---- the RandAugment operations, in place ---------------------------------------------------------------
@@ -132,7 +132,7 @@ struct AppliedOp {
 };
 
 // RandAugment(num_ops, magnitude, num_magnitude_bins): num_ops times, an op uniform over the 14 (one
-// random_below(rng, 14)), then for a signed op one random_below(rng, 2) that negates the magnitude when 1.
+// below(rng, 14)), then for a signed op one below(rng, 2) that negates the magnitude when 1.
 // Returns the ops it applied, in order.
 struct RandAugment {
   int num_ops = 2;

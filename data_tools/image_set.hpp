@@ -4,7 +4,7 @@
 // N images, C channels, H height, W width.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/rng.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -43,19 +43,6 @@ struct ImageSet {
   }
 };
 
-// A uniform integer in [0, n) from the 64-bit Mersenne twister by rejection: unlike
-// std::uniform_int_distribution, the same on every standard library, so a seed means the same run everywhere.
-inline std::uint64_t random_below(std::mt19937_64& rng, std::uint64_t n) {
-  LIERE_ENSURE(n > 0, "random_below: n must be positive");
-  const std::uint64_t threshold = (0 - n) % n;  // 2^64 mod n: the short last block that would bias r % n
-  for (;;) {
-    const std::uint64_t r = rng();
-    if (r >= threshold) return r % n;
-  }
-}
-
-// A uniform double in [0, 1) from the top 53 bits of one draw (also library independent).
-inline double random_unit(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 
 // Keeps round(fraction · N_c) images of every class c (at least one of a non-empty class), chosen by a
 // Fisher–Yates shuffle of each class's indices seeded with `seed`; the kept images stay in their original
@@ -80,7 +67,7 @@ inline ImageSet subset(const ImageSet& set, double fraction, std::uint64_t seed)
   std::vector<int> keep;
   for (auto& idx : by_class) {
     if (idx.empty()) continue;
-    for (std::size_t i = idx.size() - 1; i > 0; --i) std::swap(idx[i], idx[random_below(rng, i + 1)]);
+    for (std::size_t i = idx.size() - 1; i > 0; --i) std::swap(idx[i], idx[liere::below(rng, i + 1)]);
     const auto count = std::clamp<std::size_t>(std::size_t(std::llround(fraction * double(idx.size()))), 1,
                                                idx.size());
     keep.insert(keep.end(), idx.begin(), idx.begin() + std::ptrdiff_t(count));

@@ -58,7 +58,7 @@ void shift_batch(std::uint8_t* px, int n, int B, int shift, std::uint64_t seed, 
   const std::size_t per = std::size_t(n) * n;
   for (int i = 0; i < B; ++i) {
     std::uint8_t* img = px + std::size_t(i) * per;
-    const std::uint64_t h = app::mix_seed(seed, 0x5717, first + std::uint64_t(i));
+    const std::uint64_t h = liere::mix_seed(seed, 0x5717, first + std::uint64_t(i));
     const int dx = int(h % std::uint64_t(2 * shift + 1)) - shift, dy = int((h >> 32) % std::uint64_t(2 * shift + 1)) - shift;
     for (std::size_t k = 0; k < per; ++k) img[k] = std::uint8_t(255 - img[k]);
     data::translate(img, 1, n, n, dx, dy);
@@ -109,14 +109,14 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   auto res_index = [&](int epoch, std::int64_t step) -> std::size_t {
     if (train_res.size() == 1) return 0;
     const std::uint64_t global = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) + std::uint64_t(step);
-    return std::size_t(app::mix_seed(std::uint64_t(opt.seed), 0x4E5, global) % train_res.size());
+    return std::size_t(liere::mix_seed(std::uint64_t(opt.seed), 0x4E5, global) % train_res.size());
   };
   td.size_at = [&](int epoch, std::int64_t step) {
     const int r = train_res[res_index(epoch, step)];
     return std::vector<int>{r, r};
   };
   std::vector<std::uint8_t> px(std::size_t(max_res) * max_res * opt.batch);
-  const std::uint64_t train_seed = app::mix_seed(std::uint64_t(opt.seed), 0xA770);
+  const std::uint64_t train_seed = liere::mix_seed(std::uint64_t(opt.seed), 0xA770);
   td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
     // Fresh samples: sample index epoch·(samples per epoch) + step·B + i of the training stream.
     const std::uint64_t first = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) * B + std::uint64_t(step) * B;
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
     if (!f.parse(argc, argv)) return 0;
     opt.validate();
-    ao.test_seed = app::mix_seed(std::uint64_t(test_seed), 0x7E57);
+    ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
     LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
                  "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
     for (int r : res) LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--res " << r << ": must be a multiple of the patch size 12");

@@ -142,14 +142,14 @@ int main(int argc, char** argv) {
       if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
         perm.resize(train.n);
         for (int i = 0; i < train.n; ++i) perm[i] = i;
-        std::mt19937_64 g(app::mix_seed(std::uint64_t(opt.seed), 1, std::uint64_t(epoch)));
-        for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[data::random_below(g, std::uint64_t(i) + 1)]);
+        std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 1, std::uint64_t(epoch)));
+        for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[liere::below(g, std::uint64_t(i) + 1)]);
         perm_epoch = epoch;
       }
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < B; ++i) {
         const int idx = perm[std::size_t(step) * B + i];
-        std::mt19937_64 g(app::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
+        std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
         std::vector<std::uint8_t> img(per), tmp(per);
         const std::uint8_t* src = train.image(idx);
         if (d.augment == "none") {
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       e.size = {res, res};
       e.name = "test";
       if (res != H) e.name += "@" + std::to_string(res);
-      if (shuffled) e.name += "_shuffled", e.shuffle_patch = cfg.patch, e.shuffle_seed = app::mix_seed(std::uint64_t(opt.seed), 3);
+      if (shuffled) e.name += "_shuffled", e.shuffle_patch = cfg.patch, e.shuffle_seed = liere::mix_seed(std::uint64_t(opt.seed), 3);
       e.fill = [&, res](int first, int count, float* x) {
         std::vector<float> tmp(per);
         for (int i = 0; i < count; ++i) {

@@ -297,17 +297,6 @@ struct EvalResult {
   std::vector<std::uint8_t> correct;
 };
 
-// SplitMix64: independent streams from (seed, a, b).
-inline std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0) {
-  auto sm = [](std::uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-  };
-  return sm(sm(sm(seed) ^ a) ^ b);
-}
-
 inline double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -34,7 +34,7 @@ Img grey(std::initializer_list<std::initializer_list<int>> rows) {
 Img random_image(std::size_t size, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   Img img(size);
-  for (auto& v : img) v = std::uint8_t(random_below(rng, 256));
+  for (auto& v : img) v = std::uint8_t(liere::below(rng, 256));
   return img;
 }
 

@@ -174,7 +174,7 @@ TEST_CASE("layernorm: backward by central differences and the adjoint test (dual
     Vec y(N * C), mean(N), rstd(N);
     cpu::layernorm_forward(in[0].data(), in[1].data(), in[2].data(), y.data(), mean.data(), rstd.data(), N, C);
     cpu::layernorm_backward(in[0].data(), in[1].data(), mean.data(), rstd.data(), dy.data(), d[0].data(), d[1].data(),
-                            d[2].data(), N, C);
+                            d[2].data(), Vec(cpu::layernorm_backward_scratch(N, C)).data(), N, C);
   };
   op.jvp = [=](const Ins& in, const Ins& u) {
     auto x = duals(in[0], u[0]), g = duals(in[1], u[1]), b = duals(in[2], u[2]);
@@ -555,7 +555,8 @@ TEST_CASE("float kernels on large inputs agree with double; reductions are threa
     omp_set_num_threads(threads);
     std::vector<float> y(N * C), mean(N), rstd(N), dx(N * C, 0.f), dg(C, 0.f), db(C, 0.f);
     cpu::layernorm_forward(x.data(), g.data(), b.data(), y.data(), mean.data(), rstd.data(), N, C);
-    cpu::layernorm_backward(x.data(), g.data(), mean.data(), rstd.data(), dy.data(), dx.data(), dg.data(), db.data(), N, C);
+    cpu::layernorm_backward(x.data(), g.data(), mean.data(), rstd.data(), dy.data(), dx.data(), dg.data(), db.data(),
+                            std::vector<float>(cpu::layernorm_backward_scratch(N, C)).data(), N, C);
     return std::vector<std::vector<float>>{y, dx, dg, db};
   };
   const int threads = omp_get_max_threads();
@@ -565,7 +566,8 @@ TEST_CASE("float kernels on large inputs agree with double; reductions are threa
 
   Vec y(N * C), mean(N), rstd(N), dx(N * C, 0.0), dg(C, 0.0), db(C, 0.0);
   cpu::layernorm_forward(xd.data(), gd.data(), bd.data(), y.data(), mean.data(), rstd.data(), N, C);
-  cpu::layernorm_backward(xd.data(), gd.data(), mean.data(), rstd.data(), dyd.data(), dx.data(), dg.data(), db.data(), N, C);
+  cpu::layernorm_backward(xd.data(), gd.data(), mean.data(), rstd.data(), dyd.data(), dx.data(), dg.data(), db.data(),
+                          Vec(cpu::layernorm_backward_scratch(N, C)).data(), N, C);
   CHECK(liere::test::max_rel_err(Vec(one[0].begin(), one[0].end()), y) < 1e-5);
   CHECK(liere::test::max_rel_err(Vec(one[1].begin(), one[1].end()), dx) < 1e-5);
   // dg and db are float sums over N = 3000 rows, whose terms cancel: their rounding error is bounded relative to

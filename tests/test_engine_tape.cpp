@@ -124,7 +124,7 @@ TEST_CASE("tape: gradients equal the kernels called by hand", "[engine][tape]") 
   cpu::mean_tokens_backward(dcm.data(), dx2.data(), B, T, D, Index(1));
   cpu::select_token_backward(dc0.data(), dx2.data(), B, T, D, Index(0));
   cpu::layernorm_backward(x1.data(), val("norm.weight"), m2.data(), r2.data(), dx2.data(), dx1.data(), gr("norm.weight"),
-                          gr("norm.bias"), R, D);
+                          gr("norm.bias"), std::vector<S>(cpu::layernorm_backward_scratch(R, D)).data(), R, D);
   cpu::add_backward(dx1.data(), dx0.data(), df2d.data(), R * D);
   cpu::dropout_backward(mask2.data(), p, df2d.data(), df2.data(), R * D);
   cpu::linear_backward(hd.data(), val("blocks.0.mlp.fc2.weight"), df2.data(), dhd.data(), gr("blocks.0.mlp.fc2.weight"),
@@ -134,7 +134,8 @@ TEST_CASE("tape: gradients equal the kernels called by hand", "[engine][tape]") 
   cpu::linear_backward(a.data(), val("blocks.0.mlp.fc1.weight"), dh.data(), da.data(), gr("blocks.0.mlp.fc1.weight"),
                        gr("blocks.0.mlp.fc1.bias"), R, D, Hd);
   cpu::layernorm_backward(x0.data(), val("blocks.0.norm2.weight"), m1.data(), r1.data(), da.data(), dx0.data(),
-                          gr("blocks.0.norm2.weight"), gr("blocks.0.norm2.bias"), R, D);
+                          gr("blocks.0.norm2.weight"), gr("blocks.0.norm2.bias"),
+                          std::vector<S>(cpu::layernorm_backward_scratch(R, D)).data(), R, D);
   cpu::prepend_token_backward(dx0.data(), dpe.data(), gr("cls_token"), B, Np, D);
   cpu::patch_embed_backward(img.data(), val("patch_embed.proj.weight"), dpe.data(), scratch.data(), nullptr,
                             gr("patch_embed.proj.weight"), gr("patch_embed.proj.bias"), g, D);

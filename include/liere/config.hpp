@@ -1,51 +1,5 @@
-// liere/config.hpp — version, the host/device marker and the one error-checking macro.
+// liere/config.hpp — kept for code written against earlier versions: the version, LIERE_HOST_DEVICE and
+// LIERE_ENSURE now live in liere/core/config.hpp.
 #pragma once
 
-#include <sstream>
-#include <stdexcept>
-#include <string>
-
-#define LIERE_VERSION_MAJOR 0
-#define LIERE_VERSION_MINOR 1
-#define LIERE_VERSION_PATCH 0
-
-#if defined(__CUDACC__)
-#define LIERE_HOST_DEVICE __host__ __device__
-#else
-#define LIERE_HOST_DEVICE
-#endif
-
-namespace liere {
-
-// Every error liere reports: bad sizes, bad values, bad files. The message names the place and the
-// values involved, e.g. "liere/pe/liere.hpp:120: positions: expected 128 values (64 tokens × 2), got 100".
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail {
-[[noreturn]] inline void fail(const char* file, int line, const std::string& msg) {
-  // Paths relative to the project: "liere/pe/liere.hpp", "data_tools/cifar.cpp", "examples/train_cifar.cpp".
-  std::string f = file;
-  for (const char* root : {"include/liere/", "data_tools/", "examples/", "bench/"})
-    if (auto pos = f.rfind(root); pos != std::string::npos) {
-      f = f.substr(std::string(root) == "include/liere/" ? pos + 8 : pos);
-      break;
-    }
-  throw Error(f + ":" + std::to_string(line) + ": " + msg);
-}
-}  // namespace detail
-
-}  // namespace liere
-
-// LIERE_ENSURE(cond, stream-expression): throws liere::Error naming the file, the line and the message.
-//   LIERE_ENSURE(x.size() == n, "positions: expected " << n << " values, got " << x.size());
-#define LIERE_ENSURE(cond, msg)                               \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      std::ostringstream liere_os_;                           \
-      liere_os_ << msg;                                       \
-      ::liere::detail::fail(__FILE__, __LINE__, liere_os_.str()); \
-    }                                                         \
-  } while (0)
+#include <liere/core/config.hpp>

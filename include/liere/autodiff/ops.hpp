@@ -59,7 +59,11 @@ VarT<S> layernorm(TapeT<S>& tape, const VarT<S>& x, const VarT<S>& w, const VarT
                gy = y.grad_ref(), N, C] {
       const S* dy = gy.get();
       if (!dy) return;
-      cpu::layernorm_backward(xv.data(), wv.data(), mean.data(), rstd.data(), dy, gx.acc(), gw.acc(), gb.acc(), N, C);
+      S* dw = gw.acc();
+      S* db = gb.acc();
+      TensorT<S> scratch;
+      if (dw || db) scratch = TensorT<S>(Shape{cpu::layernorm_backward_scratch(N, C)});
+      cpu::layernorm_backward(xv.data(), wv.data(), mean.data(), rstd.data(), dy, gx.acc(), dw, db, scratch.data(), N, C);
     });
   }
   return y;

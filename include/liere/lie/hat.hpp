@@ -6,7 +6,7 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <type_traits>
 
 namespace liere {
@@ -38,6 +38,28 @@ constexpr int hat_size_at_compile_time() {
 }
 }  // namespace detail
 
+// The strict upper triangle w (n(n−1)/2 values, row-major) into an n×n matrix or block m: m(r, c) = w_k and
+// m(c, r) = −w_k for r < c; the diagonal is left as it is. m may be a temporary block expression
+// (`hat_fill(w, b, dense.block(k·b, k·b, b, b))`).
+template <class T, class M>
+void hat_fill(const T* w, int n, M&& m) {
+  using W = std::decay_t<decltype(m(0, 0))>;
+  int k = 0;
+  for (int r = 0; r < n; ++r)
+    for (int c = r + 1; c < n; ++c, ++k) {
+      m(r, c) = W(w[k]);
+      m(c, r) = -W(w[k]);
+    }
+}
+
+// The adjoint of hat: given the gradient g (n×n) of a loss with respect to hat(w), dw_k += g(r, c) − g(c, r).
+template <class M, class T>
+void hat_backward(const M& g, int n, T* dw) {
+  int k = 0;
+  for (int r = 0; r < n; ++r)
+    for (int c = r + 1; c < n; ++c, ++k) dw[k] += T(g(r, c) - g(c, r));
+}
+
 // R^{n(n−1)/2} → so(n).
 template <class Derived>
 auto hat(const Eigen::MatrixBase<Derived>& v) {
@@ -51,12 +73,8 @@ auto hat(const Eigen::MatrixBase<Derived>& v) {
   const int n = so_n(m);
   LIERE_ENSURE(n > 0, "hat: the vector size " << m << " is not n(n-1)/2 for any n");
   Eigen::Matrix<Scalar, N, N> a = Eigen::Matrix<Scalar, N, N>::Zero(n, n);
-  int k = 0;
-  for (int r = 0; r < n; ++r)
-    for (int c = r + 1; c < n; ++c, ++k) {
-      a(r, c) = v(k);
-      a(c, r) = -v(k);
-    }
+  const Eigen::Matrix<Scalar, Eigen::Dynamic, 1> w = v;  // contiguous coordinates
+  hat_fill(w.data(), n, a);
   return a;
 }
 

@@ -112,7 +112,7 @@ class AdamT {
       S* m = s.m.data();
       S* v = s.v.data();
       const Index n = s.param.numel();
-#pragma omp parallel for schedule(static) if (n > cpu::kGrain)
+#pragma omp parallel for schedule(static) if (n > kGrain)
       for (Index i = 0; i < n; ++i) {
         S gi = g[i];
         if (has_wd) {

@@ -22,7 +22,7 @@ double sum_squares(const S* x, Index n) {
   constexpr Index kChunk = 8192;
   const Index nc = (n + kChunk - 1) / kChunk;
   std::vector<double> part(std::size_t(nc), 0.0);
-#pragma omp parallel for schedule(static) if (n > cpu::kGrain)
+#pragma omp parallel for schedule(static) if (n > kGrain)
   for (Index c = 0; c < nc; ++c) {
     const Index e = std::min(n, (c + 1) * kChunk);
     double s = 0.0;
@@ -82,7 +82,7 @@ double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm,
     for (const auto& p : params) {
       S* g = p.grad().data();
       const Index n = p.numel();
-#pragma omp parallel for schedule(static) if (n > cpu::kGrain)
+#pragma omp parallel for schedule(static) if (n > kGrain)
       for (Index i = 0; i < n; ++i) g[i] *= c;
     }
   }

@@ -26,14 +26,12 @@
 #include <liere/pe/blocks.hpp>
 #include <liere/pe/rotation_table.hpp>
 #include <numbers>
-#include <random>
+#include <liere/core/parallel.hpp>
+#include <liere/core/rng.hpp>
 #include <span>
 #include <type_traits>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace liere {
 
@@ -55,13 +53,7 @@ std::vector<BlockMat<Block, W>> liere_generators(std::span<const Scalar> params,
     for (int k = 0; k < num_blocks; ++k) {
       BlockMat<Block, W>& m = g[std::size_t(a) * num_blocks + k];
       m.setZero(Block, Block);
-      const Scalar* w = params.data() + (std::size_t(a) * num_blocks + k) * ppb;
-      int i = 0;
-      for (int r = 0; r < Block; ++r)
-        for (int c = r + 1; c < Block; ++c, ++i) {
-          m(r, c) = W(w[i]);
-          m(c, r) = -W(w[i]);
-        }
+      hat_fill(params.data() + (std::size_t(a) * num_blocks + k) * ppb, Block, m);
     }
   return g;
 }
@@ -110,21 +102,6 @@ void liere_block_exp_adjoint(const BlockMat<Block, W>& a, const BlockMat<Block, 
     at = a.transpose();
     expm_frechet_ss<true>(at, g, r, l, *w);
   }
-}
-
-inline int omp_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-inline int omp_thread() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 }  // namespace detail
@@ -211,10 +188,10 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
   const std::size_t nmat = std::size_t(geo.sets) * dim * nb;
   const std::vector<M> g = detail::liere_generators<Block, W>(params, geo.sets * dim, nb);
   const std::int64_t work = std::int64_t(rows) * nb;
-  std::vector<std::vector<Acc>> partial(detail::omp_threads());
+  std::vector<std::vector<Acc>> partial(max_threads());
 #pragma omp parallel
   {
-    std::vector<Acc>& dg = partial[detail::omp_thread()];
+    std::vector<Acc>& dg = partial[thread_id()];
     dg.assign(nmat, Acc::Zero(Block, Block));
     M a(Block, Block), dr(Block, Block), l(Block, Block), at(Block, Block), r(Block, Block);
     detail::T18Work<M> w;
@@ -231,16 +208,13 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
       for (int ax = 0; ax < dim; ++ax) dg[base + std::size_t(ax) * nb + k] += double(p[ax]) * l.template cast<double>();
     }
   }
-  // Reduce the per-thread sums in thread order, then go through hat: dw(r,c) = dA(r,c) − dA(c,r).
+  // Reduce the per-thread sums in thread order, then go through hat's adjoint: dw(r,c) += dA(r,c) − dA(c,r).
   constexpr int ppb = so_dim(Block);
   for (std::size_t j = 0; j < nmat; ++j) {
     Acc total = Acc::Zero(Block, Block);
     for (const auto& part : partial)
       if (!part.empty()) total += part[j];
-    Scalar* dw = dparams.data() + j * ppb;
-    int i = 0;
-    for (int r = 0; r < Block; ++r)
-      for (int c = r + 1; c < Block; ++c, ++i) dw[i] += Scalar(total(r, c) - total(c, r));
+    hat_backward(total, Block, dparams.data() + j * ppb);
   }
 }
 
@@ -264,8 +238,8 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
 // angles from zero to 2π"); paper Table 7 compares with scale 1. Deterministic for a seed.
 template <class Scalar>
 void liere_init_uniform(std::span<Scalar> params, double scale, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (Scalar& w : params) w = Scalar(scale * double(rng() >> 11) * 0x1.0p-53);  // 53 random bits in [0, 1)
+  Rng rng(seed);
+  for (Scalar& w : params) w = Scalar(rng.uniform(0.0, scale));
 }
 
 template <int Dim, int HeadDim, int Block = HeadDim, class Scalar = float>

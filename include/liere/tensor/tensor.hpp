@@ -14,7 +14,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
+#include <liere/core/index.hpp>
 #include <liere/tensor/pool.hpp>
 #include <memory>
 #include <ostream>
@@ -24,8 +25,6 @@
 #include <vector>
 
 namespace liere {
-
-using Index = std::int64_t;
 
 // ---- Shape ---------------------------------------------------------------------------------------------
 class Shape {

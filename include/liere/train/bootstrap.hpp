@@ -20,12 +20,12 @@
 // Only counts matter (accuracy is a mean of 0/1 values), so a resample is computed by drawing n uniform
 // indices into the examples ordered by outcome — (1,1), (1,0), (0,1), (0,0) for pairs — and counting how
 // many fall into each group. That is the same distribution as resampling the examples themselves, without
-// touching memory. Draws come from liere::Rng (std::mt19937_64, whose sequence the standard fixes) and
-// Lemire's unbiased multiply-shift bound, so a seed gives the same result with every standard library.
+// touching memory. Draws come from liere::Rng (std::mt19937_64, whose sequence the standard fixes) and its
+// unbiased Rng::below (core/rng.hpp), so a seed gives the same result with every standard library.
 #pragma once
 
 #include <liere/config.hpp>
-#include <liere/tensor/random.hpp>
+#include <liere/core/rng.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -54,21 +54,6 @@ struct PairedBootstrap {
 };
 
 namespace detail {
-
-// Uniform integer in [0, n), n >= 1, by Lemire's multiply-shift with rejection (no modulo bias).
-__extension__ typedef unsigned __int128 u128;  // GCC/Clang; __extension__ keeps -Wpedantic quiet
-inline std::uint64_t bounded(Rng& rng, std::uint64_t n) {
-  u128 m = u128(rng.next_u64()) * n;
-  std::uint64_t low = std::uint64_t(m);
-  if (low < n) {
-    const std::uint64_t threshold = (0 - n) % n;
-    while (low < threshold) {
-      m = u128(rng.next_u64()) * n;
-      low = std::uint64_t(m);
-    }
-  }
-  return std::uint64_t(m >> 64);
-}
 
 // The q-quantile (0 <= q <= 1) of sorted values, linear interpolation between order statistics (type 7).
 inline double quantile_sorted(const std::vector<double>& sorted, double q) {
@@ -105,7 +90,7 @@ inline BootstrapCI bootstrap_ci(const std::vector<std::uint8_t>& correct, int re
   std::vector<double> acc(static_cast<std::size_t>(resamples));
   for (auto& a : acc) {
     std::uint64_t hits = 0;
-    for (std::uint64_t j = 0; j < n; ++j) hits += detail::bounded(rng, n) < k;
+    for (std::uint64_t j = 0; j < n; ++j) hits += rng.below(n) < k;
     a = double(hits) / double(n);
   }
   std::sort(acc.begin(), acc.end());
@@ -140,7 +125,7 @@ inline PairedBootstrap paired_bootstrap(const std::vector<std::uint8_t>& a, cons
   for (auto& d : diff) {
     std::int64_t delta = 0;  // (a right, b wrong) - (a wrong, b right) in this resample
     for (std::uint64_t j = 0; j < n; ++j) {
-      const std::uint64_t u = detail::bounded(rng, n);
+      const std::uint64_t u = rng.below(n);
       delta += std::int64_t(u < split) - std::int64_t(u >= split && u < end);
     }
     at_or_below += delta <= 0;

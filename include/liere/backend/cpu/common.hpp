@@ -11,28 +11,12 @@
 #pragma once
 
 #include <algorithm>
-#include <liere/tensor/tensor.hpp>
-#include <type_traits>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <liere/core/config.hpp>
+#include <liere/core/index.hpp>
+#include <liere/core/parallel.hpp>
+#include <liere/core/scalar.hpp>
 
 namespace liere::cpu {
-
-// Loops with fewer elements than this run on one thread (a parallel region costs a few microseconds).
-inline constexpr Index kGrain = 1 << 14;
-
-inline int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-// The type partial sums are combined in: double for float (long reductions stay accurate), S otherwise.
-template <class S>
-using acc_t = std::conditional_t<std::is_same_v<S, float>, double, S>;
 
 // out (C) += Σ_n a[n, :] for a (N, C) row-major with row stride lda. Each thread owns a contiguous range of
 // columns and adds the rows in order: blocks of 256 rows are summed in S, the block sums in acc_t<S>. The

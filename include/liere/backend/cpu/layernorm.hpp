@@ -50,6 +50,10 @@ void layernorm_forward(const S* x,   // (N, C)
   }
 }
 
+// Elements of the scratch buffer layernorm_backward needs for dγ, dβ (per-chunk partial sums), for N rows of C.
+inline constexpr Index kLayerNormChunk = 64;  // rows per partial sum (fixed: independent of the thread count)
+inline Index layernorm_backward_scratch(Index N, Index C) { return (N + kLayerNormChunk - 1) / kLayerNormChunk * 2 * C; }
+
 template <class S>
 void layernorm_backward(const S* x,     // (N, C)
                         const S* g,     // (C) γ
@@ -59,13 +63,13 @@ void layernorm_backward(const S* x,     // (N, C)
                         std::type_identity_t<S>* dx,  // (N, C) or nullptr
                         std::type_identity_t<S>* dg,  // (C) or nullptr
                         std::type_identity_t<S>* db,  // (C) or nullptr
+                        std::type_identity_t<S>* scratch,  // (nchunks, 2, C) = layernorm_backward_scratch(N, C)
+                                                           // values when dg or db is given, else unused
                         Index N, Index C) {
-  constexpr Index kChunk = 64;  // rows per partial sum of dγ, dβ (fixed: independent of the thread count)
+  constexpr Index kChunk = kLayerNormChunk;
   const Index nchunks = (N + kChunk - 1) / kChunk;
   const bool params = dg || db;
-  TensorT<S> partial;  // (nchunks, 2, C): Σ dy ⊙ x̂ and Σ dy per chunk
-  if (params) partial = TensorT<S>(Shape{nchunks, 2, C});
-  S* part = partial.data();
+  S* part = scratch;  // (nchunks, 2, C): Σ dy ⊙ x̂ and Σ dy per chunk
   const S inv_c = S(1) / S(double(C));
 #pragma omp parallel for schedule(static) if (N * C > kGrain)
   for (Index ch = 0; ch < nchunks; ++ch) {
