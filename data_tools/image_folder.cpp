@@ -1,0 +1,341 @@
+// data_tools/image_folder.cpp — JPEG/PNG folders through stb_image, RandomResizedCrop and the eval crop
+// (rules in image_folder.hpp).
+#include <data_tools/image_folder.hpp>
+
+#include <stb_image.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+namespace liere::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_image_name(const fs::path& p) {
+  const std::string e = lower(p.extension().string());
+  return e == ".jpg" || e == ".jpeg" || e == ".png";
+}
+
+bool hidden(const fs::path& p) {
+  const std::string n = p.filename().string();
+  return !n.empty() && n[0] == '.';
+}
+
+// What the first bytes of a file look like, for the error of a file that is neither JPEG nor PNG.
+std::string sniff(const std::vector<std::uint8_t>& b) {
+  auto starts = [&](const char* magic, std::size_t n, std::size_t at = 0) {
+    return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
+  };
+  if (starts("GIF8", 4)) return "a GIF image";
+  if (starts("BM", 2)) return "a BMP image";
+  if (starts("RIFF", 4) && starts("WEBP", 4, 8)) return "a WebP image";
+  if (starts("II*\0", 4) || starts("MM\0*", 4)) return "a TIFF image";
+  if (starts("ftyp", 4, 4)) return "an ISO media file (HEIC, AVIF or MP4)";
+  if (starts("8BPS", 4)) return "a Photoshop file";
+  if (starts("P5", 2) || starts("P6", 2)) return "a PNM image";
+  std::string hex;
+  for (std::size_t i = 0; i < std::min<std::size_t>(b.size(), 8); ++i) {
+    char h[4];
+    std::snprintf(h, sizeof h, "%02x ", b[i]);
+    hex += h;
+  }
+  return "unknown content starting with bytes " + hex.substr(0, hex.size() - 1);
+}
+
+// Triangle-filter weights for resampling the input range [start, start + len) to `out` samples (Pillow's
+// ImagingResample with the bilinear filter, restricted to the window): for output i, the inputs first[i] …
+// first[i] + count[i] − 1 with weights w[i · stride …], summing to 1.
+struct Weights {
+  std::vector<int> first, count;
+  std::vector<float> w;
+  int stride = 0;
+};
+
+Weights triangle_weights(int start, int len, int out) {
+  const double scale = double(len) / out;
+  const double fscale = std::max(scale, 1.0);
+  const double support = 1.0 * fscale;  // the bilinear filter's support is 1
+  Weights k;
+  k.stride = int(std::ceil(support)) * 2 + 1;
+  k.first.resize(std::size_t(out));
+  k.count.resize(std::size_t(out));
+  k.w.assign(std::size_t(out) * std::size_t(k.stride), 0.0f);
+  for (int i = 0; i < out; ++i) {
+    const double center = (i + 0.5) * scale;  // in window coordinates
+    int lo = int(center - support + 0.5), hi = int(center + support + 0.5);
+    lo = std::max(lo, 0);
+    hi = std::min(hi, len);
+    double sum = 0;
+    std::vector<double> tmp;
+    for (int x = lo; x < hi; ++x) {
+      const double d = std::abs((x - center + 0.5) / fscale);
+      const double wt = d < 1.0 ? 1.0 - d : 0.0;
+      tmp.push_back(wt);
+      sum += wt;
+    }
+    int n = int(tmp.size());
+    if (n > k.stride) n = k.stride;  // cannot happen: hi − lo ≤ 2·support + 1
+    k.first[std::size_t(i)] = start + lo;
+    k.count[std::size_t(i)] = n;
+    for (int x = 0; x < n; ++x)
+      k.w[std::size_t(i) * std::size_t(k.stride) + std::size_t(x)] =
+          float(sum > 0 ? tmp[std::size_t(x)] / sum : 1.0 / n);
+  }
+  return k;
+}
+
+// Python's round(): to the nearest integer, halves to even.
+int round_half_even(double x) { return int(std::nearbyint(x)); }
+
+}  // namespace
+
+// ==== decoding ===================================================================================================
+
+Image read_image(const std::string& path, int channels) {
+  LIERE_ENSURE(channels == 1 || channels == 3, "read_image '" << path << "': channels must be 1 or 3, got " << channels);
+  std::error_code ec;
+  LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected a JPEG or PNG image)");
+  std::ifstream in(path, std::ios::binary);
+  LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected a JPEG or PNG image)");
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LIERE_ENSURE(!in.bad(), "error while reading '" << path << "'");
+  LIERE_ENSURE(!bytes.empty(), "'" << path << "' is empty (expected a JPEG or PNG image)");
+  static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  const bool jpeg = bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+  const bool png = bytes.size() >= 8 && std::memcmp(bytes.data(), kPng, 8) == 0;
+  LIERE_ENSURE(jpeg || png, "'" << path << "' is not a JPEG or PNG file: unsupported format (" << sniff(bytes) << ")");
+
+  int w = 0, h = 0, n = 0;
+  unsigned char* data = stbi_load_from_memory(bytes.data(), int(std::min<std::size_t>(bytes.size(), INT32_MAX)), &w,
+                                              &h, &n, channels);
+  if (data == nullptr) {
+    const char* why = stbi_failure_reason();
+    LIERE_ENSURE(false, "'" << path << "': corrupt or truncated " << (jpeg ? "JPEG" : "PNG") << " image (stb_image: "
+                            << (why ? why : "unknown error") << ")");
+  }
+  Image img;
+  img.channels = channels;
+  img.height = h;
+  img.width = w;
+  img.pixels.resize(std::size_t(channels) * std::size_t(w) * std::size_t(h));
+  const std::size_t plane = std::size_t(w) * std::size_t(h);
+  for (std::size_t p = 0; p < plane; ++p)
+    for (int c = 0; c < channels; ++c) img.pixels[std::size_t(c) * plane + p] = data[p * std::size_t(channels) + c];
+  stbi_image_free(data);
+  return img;
+}
+
+// ==== the folder =================================================================================================
+
+ImageFolder scan_image_folder(const std::string& root, const std::string& split, const std::vector<std::string>& classes) {
+  std::error_code ec;
+  const fs::path dir = split.empty() ? fs::path(root) : fs::path(root) / split;
+  LIERE_ENSURE(fs::is_directory(dir, ec), "image folder: '" << dir.string() << "' is not a folder (expected "
+                                                            << (split.empty() ? "root" : "root/" + split)
+                                                            << "/<class>/<image>.jpg|.png)");
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec))
+    if (std::error_code e2; !hidden(e.path()) && e.is_directory(e2)) found.push_back(e.path().filename().string());
+  LIERE_ENSURE(!ec, "image folder: cannot list '" << dir.string() << "': " << ec.message());
+  std::sort(found.begin(), found.end());
+  LIERE_ENSURE(!found.empty(), "image folder: '" << dir.string() << "' has no class folders (expected "
+                                                 << dir.string() << "/<class>/<image>.jpg|.png)");
+
+  ImageFolder f;
+  f.dir = dir.string();
+  std::map<std::string, int> index;
+  if (classes.empty()) {
+    f.class_names = found;
+  } else {
+    f.class_names = classes;
+    for (const auto& c : found)
+      LIERE_ENSURE(std::find(classes.begin(), classes.end(), c) != classes.end(),
+                   "image folder: '" << (dir / c).string() << "' is not one of the " << classes.size()
+                                     << " given classes");
+  }
+  for (int k = 0; k < int(f.class_names.size()); ++k) index.emplace(f.class_names[std::size_t(k)], k);
+
+  for (int k = 0; k < int(f.class_names.size()); ++k) {
+    const fs::path cdir = dir / f.class_names[std::size_t(k)];
+    LIERE_ENSURE(fs::is_directory(cdir, ec), "image folder: class '" << f.class_names[std::size_t(k)]
+                                                                     << "' has no folder '" << cdir.string() << "'");
+    std::vector<std::string> files;
+    for (auto it = fs::recursive_directory_iterator(cdir, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (hidden(it->path())) {
+        if (std::error_code e2; it->is_directory(e2)) it.disable_recursion_pending();
+        continue;
+      }
+      if (std::error_code e2; it->is_regular_file(e2) && is_image_name(it->path())) files.push_back(it->path().string());
+    }
+    LIERE_ENSURE(!ec, "image folder: cannot list '" << cdir.string() << "': " << ec.message());
+    LIERE_ENSURE(!files.empty(), "image folder: class folder '" << cdir.string()
+                                                                << "' is empty (no .jpg, .jpeg or .png files)");
+    std::sort(files.begin(), files.end());
+    for (auto& file : files) {
+      f.files.push_back(std::move(file));
+      f.labels.push_back(k);
+    }
+  }
+  return f;
+}
+
+// ==== crops ======================================================================================================
+
+CropBox random_resized_crop_box(int H, int W, std::mt19937_64& rng, double scale_lo, double scale_hi, double ratio_lo,
+                                double ratio_hi) {
+  LIERE_ENSURE(H > 0 && W > 0, "random_resized_crop: empty image " << W << "×" << H);
+  LIERE_ENSURE(scale_lo > 0 && scale_lo <= scale_hi && scale_hi <= 1,
+               "random_resized_crop: scale must satisfy 0 < lo ≤ hi ≤ 1, got (" << scale_lo << ", " << scale_hi << ")");
+  LIERE_ENSURE(ratio_lo > 0 && ratio_lo <= ratio_hi,
+               "random_resized_crop: ratio must satisfy 0 < lo ≤ hi, got (" << ratio_lo << ", " << ratio_hi << ")");
+  const double area = double(H) * W;
+  const double log_lo = std::log(ratio_lo), log_hi = std::log(ratio_hi);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (scale_lo + (scale_hi - scale_lo) * liere::unit_double(rng()));
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * liere::unit_double(rng()));
+    const int w = round_half_even(std::sqrt(target * aspect));
+    const int h = round_half_even(std::sqrt(target / aspect));
+    if (w > 0 && w <= W && h > 0 && h <= H) {
+      const int top = int(liere::below(rng, std::uint64_t(H - h + 1)));
+      const int left = int(liere::below(rng, std::uint64_t(W - w + 1)));
+      return {top, left, h, w};
+    }
+  }
+  const double in_ratio = double(W) / H;
+  int w = W, h = H;
+  if (in_ratio < ratio_lo) {
+    h = round_half_even(w / ratio_lo);
+  } else if (in_ratio > ratio_hi) {
+    w = round_half_even(h * ratio_hi);
+  }
+  h = std::clamp(h, 1, H);
+  w = std::clamp(w, 1, W);
+  return {(H - h) / 2, (W - w) / 2, h, w};
+}
+
+CropBox center_crop_box(int H, int W, double crop_fraction) {
+  LIERE_ENSURE(H > 0 && W > 0, "center_crop: empty image " << W << "×" << H);
+  LIERE_ENSURE(crop_fraction > 0 && crop_fraction <= 1, "center_crop: crop_fraction must be in (0, 1], got "
+                                                            << crop_fraction);
+  const int side = std::clamp(int(std::lround(crop_fraction * std::min(H, W))), 1, std::min(H, W));
+  return {(H - side) / 2, (W - side) / 2, side, side};
+}
+
+void resize_crop(const std::uint8_t* src, int C, int H, int W, const CropBox& box, std::uint8_t* dst, int out_h,
+                 int out_w) {
+  LIERE_ENSURE(C > 0 && H > 0 && W > 0 && out_h > 0 && out_w > 0,
+               "resize_crop: bad sizes C=" << C << " H=" << H << " W=" << W << " → " << out_h << "×" << out_w);
+  LIERE_ENSURE(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0 && box.top + box.height <= H &&
+                   box.left + box.width <= W,
+               "resize_crop: window (top " << box.top << ", left " << box.left << ", " << box.height << "×"
+                                           << box.width << ") is not inside the " << H << "×" << W << " image");
+  const Weights kx = triangle_weights(box.left, box.width, out_w);
+  const Weights ky = triangle_weights(box.top, box.height, out_h);
+  // Horizontal pass over the window's rows: tmp (C, box.height, out_w).
+  std::vector<float> tmp(std::size_t(C) * box.height * out_w);
+  for (int c = 0; c < C; ++c)
+    for (int y = 0; y < box.height; ++y) {
+      const std::uint8_t* row = src + (std::size_t(c) * H + std::size_t(box.top + y)) * W;
+      float* o = tmp.data() + (std::size_t(c) * box.height + y) * out_w;
+      for (int x = 0; x < out_w; ++x) {
+        const float* w = kx.w.data() + std::size_t(x) * kx.stride;
+        const std::uint8_t* p = row + kx.first[std::size_t(x)];
+        float s = 0;
+        for (int i = 0; i < kx.count[std::size_t(x)]; ++i) s += w[i] * float(p[i]);
+        o[x] = s;
+      }
+    }
+  // Vertical pass.
+  for (int c = 0; c < C; ++c)
+    for (int y = 0; y < out_h; ++y) {
+      const float* w = ky.w.data() + std::size_t(y) * ky.stride;
+      const int first = ky.first[std::size_t(y)] - box.top;
+      std::uint8_t* o = dst + (std::size_t(c) * out_h + y) * out_w;
+      for (int x = 0; x < out_w; ++x) {
+        float s = 0;
+        for (int i = 0; i < ky.count[std::size_t(y)]; ++i)
+          s += w[i] * tmp[(std::size_t(c) * box.height + std::size_t(first + i)) * out_w + x];
+        o[x] = std::uint8_t(std::clamp(std::lround(s), 0L, 255L));
+      }
+    }
+}
+
+CropBox random_resized_crop(const std::uint8_t* src, int C, int H, int W, std::uint8_t* dst, int S,
+                            std::mt19937_64& rng) {
+  const CropBox box = random_resized_crop_box(H, W, rng);
+  resize_crop(src, C, H, W, box, dst, S, S);
+  return box;
+}
+
+CropBox center_crop_resize(const std::uint8_t* src, int C, int H, int W, std::uint8_t* dst, int S,
+                           double crop_fraction) {
+  const CropBox box = center_crop_box(H, W, crop_fraction);
+  resize_crop(src, C, H, W, box, dst, S, S);
+  return box;
+}
+
+// ==== loading ====================================================================================================
+
+ImageSet load_image_folder(const ImageFolder& folder, int S, double crop_fraction, int channels) {
+  LIERE_ENSURE(S > 0, "load_image_folder: size must be > 0, got " << S);
+  LIERE_ENSURE(folder.labels.size() == folder.files.size(),
+               "load_image_folder: " << folder.files.size() << " files but " << folder.labels.size() << " labels");
+  ImageSet set;
+  set.n = folder.size();
+  set.channels = channels;
+  set.height = S;
+  set.width = S;
+  set.num_classes = folder.num_classes();
+  set.class_names = folder.class_names;
+  set.labels = folder.labels;
+  set.pixels.resize(std::size_t(set.n) * set.image_size());
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int i = 0; i < set.n; ++i) {
+    try {
+      const Image img = read_image(folder.files[std::size_t(i)], channels);
+      center_crop_resize(img.pixels.data(), channels, img.height, img.width, set.image(i), S, crop_fraction);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return set;
+}
+
+int load_image_train(const ImageFolder& folder, int i, int S, std::mt19937_64& rng, std::uint8_t* dst, int channels) {
+  LIERE_ENSURE(i >= 0 && i < folder.size(), "image folder: index " << i << " out of range [0, " << folder.size() << ")");
+  const Image img = read_image(folder.files[std::size_t(i)], channels);
+  random_resized_crop(img.pixels.data(), channels, img.height, img.width, dst, S, rng);
+  return folder.labels[std::size_t(i)];
+}
+
+int load_image_eval(const ImageFolder& folder, int i, int S, std::uint8_t* dst, double crop_fraction, int channels) {
+  LIERE_ENSURE(i >= 0 && i < folder.size(), "image folder: index " << i << " out of range [0, " << folder.size() << ")");
+  const Image img = read_image(folder.files[std::size_t(i)], channels);
+  center_crop_resize(img.pixels.data(), channels, img.height, img.width, dst, S, crop_fraction);
+  return folder.labels[std::size_t(i)];
+}
+
+}  // namespace liere::data

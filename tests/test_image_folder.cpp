@@ -1,0 +1,300 @@
+// tests/test_image_folder.cpp — folders of PNG/JPEG files written here with stb_image_write, read back through
+// stb_image: class mapping, pixel layout, RandomResizedCrop and the eval crop, and every kind of bad file.
+//
+// C channels, H height, W width, S the side of a square output.
+#include <data_tools/image_folder.hpp>
+
+#include <catch2/catch.hpp>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace liere::data;
+using Catch::Contains;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path = fs::temp_directory_path() /
+           ("liere_test_image_folder_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_file(const std::string& path, const Bytes& bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  REQUIRE(out.good());
+}
+
+Bytes read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Pixel (x, y, c) of test image `tag`, W×H: a smooth pattern that JPEG keeps to a few grey levels.
+std::uint8_t pattern(int tag, int x, int y, int c) { return std::uint8_t((tag * 40 + x * 3 + y * 2 + c * 70) % 256); }
+
+// An interleaved (H, W, n) image of the pattern; n = 1, 3 or 4 (alpha = 200).
+Bytes interleaved(int tag, int W, int H, int n) {
+  Bytes b(std::size_t(W) * H * n);
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x)
+      for (int c = 0; c < n; ++c) b[(std::size_t(y) * W + x) * n + c] = c == 3 ? 200 : pattern(tag, x, y, c);
+  return b;
+}
+
+void write_png(const std::string& path, int tag, int W, int H, int n = 3) {
+  fs::create_directories(fs::path(path).parent_path());
+  const Bytes b = interleaved(tag, W, H, n);
+  REQUIRE(stbi_write_png(path.c_str(), W, H, n, b.data(), W * n) != 0);
+}
+
+void write_jpg(const std::string& path, int tag, int W, int H) {
+  fs::create_directories(fs::path(path).parent_path());
+  const Bytes b = interleaved(tag, W, H, 3);
+  REQUIRE(stbi_write_jpg(path.c_str(), W, H, 3, b.data(), 95) != 0);
+}
+
+}  // namespace
+
+TEST_CASE("image folder: classes sorted, files sorted, labels, train/ and val/", "[image_folder]") {
+  TempDir dir;
+  write_png(dir / "train/zebra/b.png", 0, 20, 10);
+  write_png(dir / "train/zebra/a.PNG", 1, 20, 10);
+  write_jpg(dir / "train/cat/x.jpg", 2, 16, 16);
+  write_jpg(dir / "train/cat/deeper/y.JPEG", 3, 16, 16);  // sub-folders of a class count
+  write_png(dir / "train/Dog/1.png", 4, 8, 12);
+  write_file(dir / "train/Dog/notes.txt", {'h', 'i'});    // other extensions are ignored
+  write_png(dir / "train/Dog/.hidden.png", 5, 8, 8);      // so are hidden files and folders
+  write_png(dir / "train/.cache/z.png", 6, 8, 8);
+  write_png(dir / "val/cat/v.png", 7, 9, 9);
+  write_png(dir / "val/zebra/w.png", 8, 9, 9);
+
+  const ImageFolder train = scan_image_folder(dir.path.string(), "train");
+  // Byte order, as Python's sorted(): upper case first.
+  REQUIRE(train.class_names == std::vector<std::string>{"Dog", "cat", "zebra"});
+  REQUIRE(train.size() == 5);
+  CHECK(train.labels == std::vector<int>{0, 1, 1, 2, 2});
+  CHECK(fs::path(train.files[0]).filename() == "1.png");
+  CHECK(fs::path(train.files[1]).filename() == "y.JPEG");  // "cat/deeper/y.JPEG" < "cat/x.jpg"
+  CHECK(fs::path(train.files[2]).filename() == "x.jpg");
+  CHECK(fs::path(train.files[3]).filename() == "a.PNG");
+  CHECK(fs::path(train.files[4]).filename() == "b.png");
+
+  // The validation folder with the training classes: labels index into them (no Dog images there).
+  const ImageFolder val = scan_image_folder(dir.path.string(), "val", {"cat", "zebra"});
+  CHECK(val.labels == std::vector<int>{0, 1});
+  CHECK_THROWS_WITH(scan_image_folder(dir.path.string(), "val", train.class_names),
+                    Contains("class 'Dog' has no folder"));
+  CHECK_THROWS_WITH(scan_image_folder(dir.path.string(), "train", {"cat", "zebra"}),
+                    Contains("Dog") && Contains("is not one of the 2 given classes"));
+  CHECK(scan_image_folder((dir.path / "val").string()).class_names == std::vector<std::string>{"cat", "zebra"});
+
+  // Loaded at a fixed size.
+  const ImageSet set = load_image_folder(train, 8);
+  CHECK(set.n == 5);
+  CHECK(set.channels == 3);
+  CHECK(set.height == 8);
+  CHECK(set.width == 8);
+  CHECK(set.pixels.size() == 5u * 3u * 64u);
+  CHECK(set.labels == train.labels);
+  CHECK(set.num_classes == 3);
+  CHECK(set.class_names == train.class_names);
+}
+
+TEST_CASE("image folder: PNG pixels arrive exactly, as (C, H, W) R G B; JPEG closely", "[image_folder]") {
+  TempDir dir;
+  write_png(dir / "rgb.png", 3, 7, 5);
+  const Image img = read_image(dir / "rgb.png");
+  REQUIRE(img.channels == 3);
+  REQUIRE(img.width == 7);
+  REQUIRE(img.height == 5);
+  bool exact = true;
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < 5; ++y)
+      for (int x = 0; x < 7; ++x) exact = exact && img.pixels[(std::size_t(c) * 5 + y) * 7 + x] == pattern(3, x, y, c);
+  CHECK(exact);
+
+  write_png(dir / "grey.png", 1, 6, 4, 1);
+  const Image grey = read_image(dir / "grey.png");
+  CHECK(grey.channels == 3);
+  CHECK(grey.pixels[0] == pattern(1, 0, 0, 0));
+  CHECK(grey.pixels[24] == pattern(1, 0, 0, 0));  // replicated into green
+  CHECK(read_image(dir / "grey.png", 1).pixels.size() == 24u);
+
+  write_png(dir / "rgba.png", 2, 6, 4, 4);
+  const Image rgba = read_image(dir / "rgba.png");
+  CHECK(rgba.channels == 3);
+  CHECK(rgba.pixels[2 * 24 + 5] == pattern(2, 5, 0, 2));  // blue of (x 5, y 0); alpha dropped
+
+  write_jpg(dir / "photo.jpg", 4, 32, 24);
+  const Image jpg = read_image(dir / "photo.jpg");
+  REQUIRE((jpg.width == 32 && jpg.height == 24 && jpg.channels == 3));
+  double err = 0;
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < 24; ++y)
+      for (int x = 0; x < 32; ++x)
+        err += std::abs(int(jpg.pixels[(std::size_t(c) * 24 + y) * 32 + x]) - int(pattern(4, x, y, c)));
+  CHECK(err / (3 * 24 * 32) < 6.0);  // mean absolute error of a quality-95 JPEG (the pattern wraps at 256)
+}
+
+TEST_CASE("image folder: RandomResizedCrop follows torchvision and is deterministic for a seed", "[image_folder]") {
+  std::mt19937_64 a(7), b(7), c(8);
+  std::vector<CropBox> boxes_a, boxes_b, boxes_c;
+  for (int i = 0; i < 200; ++i) {
+    boxes_a.push_back(random_resized_crop_box(375, 500, a));
+    boxes_b.push_back(random_resized_crop_box(375, 500, b));
+    boxes_c.push_back(random_resized_crop_box(375, 500, c));
+  }
+  CHECK(boxes_a == boxes_b);
+  CHECK(boxes_a != boxes_c);
+  for (const CropBox& box : boxes_a) {
+    INFO(box.top << " " << box.left << " " << box.height << " " << box.width);
+    REQUIRE(box.top >= 0);
+    REQUIRE(box.left >= 0);
+    REQUIRE(box.top + box.height <= 375);
+    REQUIRE(box.left + box.width <= 500);
+    // Area fraction in [0.08, 1] and aspect in [3/4, 4/3], up to the rounding of w and h.
+    const double area = double(box.width) * box.height / (375.0 * 500.0);
+    CHECK(area >= 0.08 * 0.97);
+    CHECK(area <= 1.0);
+    const double aspect = double(box.width) / box.height;
+    CHECK(aspect >= 0.75 * (1 - 2.0 / box.height) - 1e-9);
+    CHECK(aspect <= 4.0 / 3.0 * (1 + 2.0 / box.height) + 1e-9);
+  }
+
+  // The fallback after 10 failed tries: a 10×100 strip cannot hold 99% of its area at an aspect ≤ 4/3, so the
+  // crop is the central 10 × round(10·4/3) = 10×13 window.
+  std::mt19937_64 g(1);
+  CHECK(random_resized_crop_box(10, 100, g, 0.99, 1.0) == CropBox{0, 43, 10, 13});
+  CHECK(random_resized_crop_box(100, 10, g, 0.99, 1.0) == CropBox{43, 0, 13, 10});  // 10 / (3/4) = 13.33 → 13
+  CHECK(random_resized_crop_box(30, 30, g, 1.0, 1.0, 1.0, 1.0) == CropBox{0, 0, 30, 30});
+
+  // Output size and determinism of the whole transform.
+  Bytes src(3 * 40 * 60);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::uint8_t(i * 7 % 251);
+  Bytes d1(3 * 24 * 24), d2(3 * 24 * 24);
+  std::mt19937_64 r1(42), r2(42);
+  const CropBox b1 = random_resized_crop(src.data(), 3, 40, 60, d1.data(), 24, r1);
+  const CropBox b2 = random_resized_crop(src.data(), 3, 40, 60, d2.data(), 24, r2);
+  CHECK(b1 == b2);
+  CHECK(d1 == d2);
+}
+
+TEST_CASE("image folder: resizing and the eval crop", "[image_folder]") {
+  // The whole image at its own size is a copy.
+  Bytes src(3 * 12 * 20);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::uint8_t(i * 13 % 256);
+  Bytes out(src.size());
+  resize_crop(src.data(), 3, 12, 20, {0, 0, 12, 20}, out.data(), 12, 20);
+  CHECK(out == src);
+
+  // A window at its own size is that window.
+  Bytes win(3 * 4 * 5);
+  resize_crop(src.data(), 3, 12, 20, {2, 3, 4, 5}, win.data(), 4, 5);
+  CHECK(win[0] == src[2 * 20 + 3]);
+  CHECK(win[2 * 20 + 4 * 5 - 1] == src[(2 * 12 + 5) * 20 + 7]);
+
+  // A constant image stays constant at any size; a 1-pixel checkerboard halves to mid grey (antialiasing) away
+  // from the border, where the filter has only the window's pixels (as Pillow's) and is not symmetric.
+  Bytes flat(3 * 30 * 30, 77), small(3 * 7 * 7);
+  resize_crop(flat.data(), 3, 30, 30, {0, 0, 30, 30}, small.data(), 7, 7);
+  CHECK(std::all_of(small.begin(), small.end(), [](std::uint8_t v) { return v == 77; }));
+  Bytes checker(64 * 64), half(32 * 32);
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) checker[std::size_t(y) * 64 + x] = (x + y) % 2 ? 255 : 0;
+  resize_crop(checker.data(), 1, 64, 64, {0, 0, 64, 64}, half.data(), 32, 32);
+  for (int y = 1; y < 31; ++y)
+    for (int x = 1; x < 31; ++x) REQUIRE(std::abs(int(half[std::size_t(y) * 32 + x]) - 128) <= 1);
+
+  // Eval crop: the central square of side round(0.875 · min(H, W)).
+  CHECK(center_crop_box(100, 200) == CropBox{6, 56, 88, 88});
+  CHECK(center_crop_box(224, 224, 1.0) == CropBox{0, 0, 224, 224});
+  Bytes eval(3 * 8 * 8);
+  CHECK(center_crop_resize(src.data(), 3, 12, 20, eval.data(), 8, 1.0) == CropBox{0, 4, 12, 12});
+
+  CHECK_THROWS_WITH(resize_crop(src.data(), 3, 12, 20, {5, 5, 10, 10}, out.data(), 4, 4),
+                    Contains("is not inside the 12×20 image"));
+  CHECK_THROWS_WITH(center_crop_box(10, 10, 0.0), Contains("crop_fraction must be in (0, 1]"));
+}
+
+TEST_CASE("image folder: lazy loading for training and evaluation", "[image_folder]") {
+  TempDir dir;
+  write_png(dir / "a/0.png", 0, 40, 30);
+  write_png(dir / "b/0.png", 1, 30, 40);
+  const ImageFolder f = scan_image_folder(dir.path.string());
+  Bytes x(3 * 16 * 16), y(3 * 16 * 16);
+  std::mt19937_64 g1(3), g2(3);
+  CHECK(load_image_train(f, 1, 16, g1, x.data()) == 1);
+  CHECK(load_image_train(f, 1, 16, g2, y.data()) == 1);
+  CHECK(x == y);
+  CHECK(load_image_eval(f, 0, 16, x.data()) == 0);
+  CHECK_THROWS_WITH(load_image_eval(f, 2, 16, x.data()), Contains("index 2 out of range [0, 2)"));
+}
+
+TEST_CASE("image folder: bad files and folders are errors naming them", "[image_folder][errors]") {
+  TempDir dir;
+  write_png(dir / "ok/0.png", 0, 10, 10);
+
+  SECTION("missing and empty files") {
+    CHECK_THROWS_WITH(read_image(dir / "none.png"), Contains("none.png") && Contains("no such file"));
+    write_file(dir / "empty.jpg", {});
+    CHECK_THROWS_WITH(read_image(dir / "empty.jpg"), Contains("empty.jpg") && Contains("is empty"));
+  }
+  SECTION("corrupt: a truncated PNG and a JPEG with its data cut") {
+    const Bytes png = read_all(dir / "ok/0.png");
+    write_file(dir / "cut.png", Bytes(png.begin(), png.begin() + std::ptrdiff_t(png.size() / 2)));
+    CHECK_THROWS_WITH(read_image(dir / "cut.png"),
+                      Contains("cut.png") && Contains("corrupt or truncated PNG") && Contains("stb_image"));
+    write_file(dir / "cut.jpg", Bytes{0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0x00});
+    CHECK_THROWS_WITH(read_image(dir / "cut.jpg"), Contains("cut.jpg") && Contains("corrupt or truncated JPEG"));
+  }
+  SECTION("unsupported formats behind a .png or .jpg name") {
+    write_file(dir / "anim.png", Bytes{'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0, 0, 0});
+    CHECK_THROWS_WITH(read_image(dir / "anim.png"),
+                      Contains("anim.png") && Contains("unsupported format") && Contains("GIF"));
+    write_file(dir / "pic.jpg", Bytes{'B', 'M', 0, 0, 0, 0});
+    CHECK_THROWS_WITH(read_image(dir / "pic.jpg"), Contains("pic.jpg") && Contains("BMP"));
+    write_file(dir / "web.jpg", Bytes{'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'});
+    CHECK_THROWS_WITH(read_image(dir / "web.jpg"), Contains("WebP"));
+    write_file(dir / "junk.png", Bytes{1, 2, 3, 4});
+    CHECK_THROWS_WITH(read_image(dir / "junk.png"), Contains("junk.png") && Contains("01 02 03 04"));
+  }
+  SECTION("an empty class folder, a missing split, no class folders") {
+    fs::create_directories(dir.path / "empty_class");
+    write_file(dir / "empty_class/readme.txt", {'x'});
+    CHECK_THROWS_WITH(scan_image_folder(dir.path.string()),
+                      Contains("empty_class") && Contains("is empty (no .jpg, .jpeg or .png files)"));
+    CHECK_THROWS_WITH(scan_image_folder(dir.path.string(), "train"), Contains("train") && Contains("is not a folder"));
+    CHECK_THROWS_WITH(scan_image_folder((dir.path / "ok").string()), Contains("has no class folders"));
+  }
+  SECTION("a bad file inside a folder being loaded is named") {
+    write_file(dir / "ok/1.png", Bytes{'n', 'o', 'p', 'e'});
+    const ImageFolder f = scan_image_folder(dir.path.string());
+    CHECK_THROWS_WITH(load_image_folder(f, 8), Contains("1.png") && Contains("not a JPEG or PNG"));
+  }
+}
