@@ -18,7 +18,7 @@
 //   bench_engine_ops [--reps N] [--threads N]
 #include <dlfcn.h>
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // bench/bench_util.hpp — timing (median of repetitions), the machine's sgemm rate, JSON lines.
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -14,7 +14,7 @@
 #include <liere/lie/exp.hpp>
 #include <liere/pe/encoding.hpp>
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>

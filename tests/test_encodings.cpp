@@ -3,6 +3,7 @@
 // that really is per layer, positions and CLS policies, gradients through attention, flag parsing.
 #include <catch2/catch.hpp>
 
+#include <liere/attention.hpp>
 #include <liere/pe/encoding.hpp>
 #include <numbers>
 

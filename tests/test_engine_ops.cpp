@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <liere/backend/cpu/kernels.hpp>
+#include <liere/tensor/tensor.hpp>
 #include <omp.h>
 #include <string>
 #include <vector>
@@ -414,7 +415,7 @@ TEST_CASE("softmax cross-entropy: values match PyTorch's definition", "[engine][
 
 namespace {
 // The convolution by its definition: y[b, n, d] = bias[d] + Σ w[d, c, dt, dy, dx] x[b, c, t·tt+dt, h·p+dy, w·p+dx].
-Vec conv_reference(const Vec& x, const Vec& w, const Vec& bias, const cpu::PatchGeometry& g, Index D) {
+Vec conv_reference(const Vec& x, const Vec& w, const Vec& bias, const PatchGeometry& g, Index D) {
   const Index N = g.tokens();
   Vec y(g.B * N * D);
   for (Index b = 0; b < g.B; ++b)
@@ -436,9 +437,9 @@ Vec conv_reference(const Vec& x, const Vec& w, const Vec& bias, const cpu::Patch
 }  // namespace
 
 TEST_CASE("patch embedding 2D and 3D: the convolution, and backward checks", "[engine][ops]") {
-  cpu::PatchGeometry g2;  // images (2, 3, 4, 6), 2×2 patches: 2·3 = 6 tokens, K = 12
+  PatchGeometry g2;  // images (2, 3, 4, 6), 2×2 patches: 2·3 = 6 tokens, K = 12
   g2.B = 2, g2.C = 3, g2.H = 4, g2.W = 6, g2.p = 2;
-  cpu::PatchGeometry g3;  // videos (2, 2, 4, 4, 6), 2×2×2 tubelets: 2·2·3 = 12 tokens, K = 16
+  PatchGeometry g3;  // videos (2, 2, 4, 4, 6), 2×2×2 tubelets: 2·2·3 = 12 tokens, K = 16
   g3.B = 2, g3.C = 2, g3.T = 4, g3.H = 4, g3.W = 6, g3.tt = 2, g3.p = 2;
   for (const auto& g : {g2, g3}) {
     const Index D = 5, M = g.B * g.tokens(), K = g.patch_size();
@@ -461,7 +462,7 @@ TEST_CASE("patch embedding 2D and 3D: the convolution, and backward checks", "[e
     op.jvp = [=](const Ins& in, const Ins& u) { return add(fwd(u[0], in[1], nullptr), fwd(in[0], u[1], &u[2])); };
     check_op(op);
   }
-  cpu::PatchGeometry bad = g2;
+  PatchGeometry bad = g2;
   bad.W = 5;
   CHECK_THROWS_WITH(bad.check(), Catch::Contains("not a multiple of the tubelet"));
 }

@@ -83,7 +83,7 @@ TEST_CASE("tape: gradients equal the kernels called by hand", "[engine][tape]") 
 
   // ---- the same computation, kernel by kernel ----
   const Index B = N::kB, D = N::kD, Hd = N::kHidden, K = N::kClasses;
-  cpu::PatchGeometry g;
+  PatchGeometry g;
   g.B = B, g.C = N::kC, g.H = N::kH, g.W = N::kW, g.p = N::kP;
   const Index Np = g.tokens(), T = Np + 1, R = B * T, Kp = g.patch_size();
   using V = std::vector<S>;

@@ -3,7 +3,10 @@
 
 #include <liere/liere.hpp>
 #include <numbers>
+#include <liere/core/eigen.hpp>
+LIERE_THIRD_PARTY_BEGIN
 #include <unsupported/Eigen/MatrixFunctions>
+LIERE_THIRD_PARTY_END
 
 #include "test_util.hpp"
 

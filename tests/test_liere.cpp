@@ -2,7 +2,10 @@
 // 1D equivalence with RoPE, batched rotation tables and every backward (central differences + adjoint).
 #include <catch2/catch.hpp>
 
+#include <liere/core/eigen.hpp>
+LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Eigenvalues>
+LIERE_THIRD_PARTY_END
 #include <liere/liere.hpp>
 #include <numbers>
 
@@ -81,7 +84,7 @@ TEST_CASE("rotations are exp of the generator, orthogonal, det 1; zero params gi
   pe8.init_uniform(kTwoPi, 1);
   liere::LieRE<2, 64, 64, double> pe64;
   pe64.init_uniform(kTwoPi, 2);
-  for (const Eigen::Vector2d p : {Eigen::Vector2d(0, 0), Eigen::Vector2d(0.5, 1.25), Eigen::Vector2d(7, 7)}) {
+  for (const Eigen::Vector2d& p : {Eigen::Vector2d(0, 0), Eigen::Vector2d(0.5, 1.25), Eigen::Vector2d(7, 7)}) {
     const MatrixXd r8 = pe8.rotation(p), r64 = pe64.rotation(p);
     CHECK(orthogonality(r8) <= 1e-12);
     CHECK(orthogonality(r64) <= 1e-12);
@@ -344,7 +347,7 @@ TEST_CASE("size mismatches give exceptions naming the sizes", "[liere][bad-input
   REQUIRE_THROWS_WITH(pe.rotation_table(pos, 3, table),
                       Catch::Contains("expected 6 values (3 tokens x 2)") && Catch::Contains("got 5"));
   std::vector<float> params(100), pos4(4);
-  REQUIRE_THROWS_WITH((liere::liere_table_forward<8, float>({1, 2, 64, 8}, params, pos4, 2, table)),
+  REQUIRE_THROWS_WITH((liere::liere_table_forward<8, float>({1, 2, 64, 8}, params, pos4, 2, table.view())),
                       Catch::Contains("expected 448 parameters") && Catch::Contains("got 100"));
   REQUIRE_THROWS_WITH(liere::RotationTable<float>(4, 64, 12), Catch::Contains("block 12 must divide head_dim 64"));
   liere::RotationTable<float> t3(3, 64, 8);

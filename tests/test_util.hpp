@@ -1,7 +1,10 @@
 // tests/test_util.hpp — tolerances, random inputs and the two derivative checks every test uses.
 #pragma once
 
+#include <liere/core/eigen.hpp>
+LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Dense>
+LIERE_THIRD_PARTY_END
 #include <algorithm>
 #include <cmath>
 #include <functional>

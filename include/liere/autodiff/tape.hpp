@@ -25,7 +25,9 @@
 
 #include <functional>
 #include <liere/config.hpp>
-#include <liere/tensor/random.hpp>
+#include <liere/backend/cpu/elementwise.hpp>
+#include <liere/backend/dispatch.hpp>
+#include <liere/core/rng.hpp>
 #include <liere/tensor/tensor.hpp>
 #include <memory>
 #include <string>
@@ -40,15 +42,16 @@ namespace liere {
 template <class S>
 class GradSlot {
  public:
-  explicit GradSlot(const Shape& shape) : shape_(shape) {}
-  GradSlot(std::shared_ptr<GradSlot> base, const Shape& shape) : shape_(shape), base_(std::move(base)) {}
+  explicit GradSlot(const Shape& shape, Device device = Device::cpu) : shape_(shape), device_(device) {}
+  GradSlot(std::shared_ptr<GradSlot> base, const Shape& shape)
+      : shape_(shape), device_(base->device_), base_(std::move(base)) {}
 
   const Shape& shape() const { return shape_; }
   bool allocated() const { return base_ ? base_->allocated() : tensor_.defined(); }
   // The buffer to accumulate into (zeroed when created).
   S* acc() {
     if (base_) return base_->acc();
-    if (!tensor_.defined()) tensor_ = TensorT<S>::zeros(shape_);
+    if (!tensor_.defined()) tensor_ = TensorT<S>::zeros(shape_, device_);
     return tensor_.data();
   }
   // The buffer and whether it was just created *uninitialised* (fresh): the caller must then write every
@@ -56,7 +59,7 @@ class GradSlot {
   S* acc_fresh(bool& fresh) {
     if (base_) return base_->acc_fresh(fresh);
     fresh = !tensor_.defined();
-    if (fresh) tensor_ = TensorT<S>(shape_);
+    if (fresh) tensor_ = TensorT<S>(shape_, device_);
     return tensor_.data();
   }
   // The gradient, or nullptr when nothing has been accumulated yet.
@@ -73,6 +76,7 @@ class GradSlot {
 
  private:
   Shape shape_;
+  Device device_;
   TensorT<S> tensor_;
   std::shared_ptr<GradSlot> base_;
 };
@@ -109,7 +113,7 @@ class VarT {
   explicit VarT(TensorT<S> value, bool requires_grad = false) : node_(std::make_shared<Node>()) {
     LIERE_ENSURE(value.defined(), "Var: the value tensor is undefined");
     node_->value = std::move(value);
-    if (requires_grad) node_->grad = std::make_shared<GradSlot<S>>(node_->value.shape());
+    if (requires_grad) node_->grad = std::make_shared<GradSlot<S>>(node_->value.shape(), node_->value.device());
   }
 
   bool defined() const { return node_ != nullptr; }
@@ -118,12 +122,13 @@ class VarT {
     return node_->value;
   }
   const Shape& shape() const { return value().shape(); }
+  Device device() const { return value().device(); }
   Index numel() const { return value().numel(); }
   S* data() const { return value().data(); }
-  // The single value of a scalar (e.g. the loss).
+  // The single value of a scalar (e.g. the loss), copied to the host.
   S item() const {
     LIERE_ENSURE(numel() == 1, "Var::item: needs a single value, shape is " << shape());
-    return data()[0];
+    return value().on_host() ? data()[0] : value().to_vector()[0];
   }
 
   bool requires_grad() const { return node_ && node_->grad; }
@@ -175,11 +180,11 @@ template <class S>
 class ParameterT : public VarT<S> {
  public:
   ParameterT() = default;
-  ParameterT(std::string name, const Shape& shape) {
+  ParameterT(std::string name, const Shape& shape, Device device = Device::cpu) {
     this->node_ = std::make_shared<typename VarT<S>::Node>();
-    this->node_->value = TensorT<S>::zeros(shape);
-    this->node_->grad = std::make_shared<GradSlot<S>>(shape);
-    this->node_->grad->set(TensorT<S>::zeros(shape));
+    this->node_->value = TensorT<S>::zeros(shape, device);
+    this->node_->grad = std::make_shared<GradSlot<S>>(shape, device);
+    this->node_->grad->set(TensorT<S>::zeros(shape, device));
     this->node_->name = std::move(name);
   }
   // A parameter over storage owned elsewhere (value and gradient buffers of the same shape that outlive it),
@@ -187,10 +192,13 @@ class ParameterT : public VarT<S> {
   static ParameterT wrap(std::string name, TensorT<S> value, TensorT<S> grad) {
     LIERE_ENSURE(value.defined() && grad.defined(), "Parameter::wrap: '" << name << "' needs value and gradient buffers");
     ensure_same_shape(grad.shape(), value.shape(), "Parameter::wrap: gradient vs value");
+    LIERE_ENSURE(grad.device() == value.device(), "Parameter::wrap: '" << name << "' has its value on "
+                                                                       << to_string(value.device()) << " and its gradient on "
+                                                                       << to_string(grad.device()));
     ParameterT p;
     p.node_ = std::make_shared<typename VarT<S>::Node>();
     p.node_->value = std::move(value);
-    p.node_->grad = std::make_shared<GradSlot<S>>(p.node_->value.shape());
+    p.node_->grad = std::make_shared<GradSlot<S>>(p.node_->value.shape(), p.node_->value.device());
     p.node_->grad->set(std::move(grad));
     p.node_->name = std::move(name);
     return p;
@@ -211,10 +219,13 @@ class TapeT {
 
   // The output of an op: uninitialised pooled storage; it requires a gradient when gradients are enabled
   // and one of the inputs requires one (undefined inputs, e.g. a missing bias, are ignored).
-  template <class... V>
-  VarT<S> output(const Shape& shape, const V&... inputs) const {
-    VarT<S> y{TensorT<S>(shape)};
-    if (grad_enabled_ && (inputs.requires_grad() || ...)) y.node_->grad = std::make_shared<GradSlot<S>>(shape);
+  // The output lives on the device of the first input.
+  template <class V0, class... V>
+  VarT<S> output(const Shape& shape, const V0& input0, const V&... inputs) const {
+    const Device d = input0.device();
+    VarT<S> y{TensorT<S>(shape, d)};
+    if (grad_enabled_ && (input0.requires_grad() || (inputs.requires_grad() || ...)))
+      y.node_->grad = std::make_shared<GradSlot<S>>(shape, d);
     return y;
   }
   // Appends a backward closure (call it only for an output that requires a gradient).
@@ -224,7 +235,7 @@ class TapeT {
   void backward(const VarT<S>& loss) {
     LIERE_ENSURE(loss.defined() && loss.numel() == 1,
                  "backward: the loss must be a single value, got " << loss.label());
-    backward(loss, TensorT<S>::full(loss.shape(), S(1)));
+    backward(loss, TensorT<S>::full(loss.shape(), S(1), loss.device()));
   }
   // dy given (a vector–Jacobian product): dy is added to y's gradient, then every closure runs.
   void backward(const VarT<S>& y, const TensorT<S>& dy) {
@@ -232,9 +243,9 @@ class TapeT {
                                                  << " does not require a gradient (no parameter in its graph, or it "
                                                     "was computed in no-grad mode)");
     ensure_same_shape(dy.shape(), y.shape(), "backward: seed gradient vs output");
-    S* g = y.grad_ref().acc();
-    const S* d = dy.data();
-    for (Index i = 0; i < dy.numel(); ++i) g[i] += d[i];
+    LIERE_ENSURE(dy.device() == y.device(), "backward: the seed gradient is on " << to_string(dy.device())
+                                                                                << ", the output on " << to_string(y.device()));
+    LIERE_DISPATCH(S, y.device(), accumulate, dy.data(), y.grad_ref().acc(), dy.numel());
     run();
   }
   // Drops every recorded closure (a forward pass whose backward is not wanted) and what they hold.

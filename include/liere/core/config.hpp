@@ -10,11 +10,22 @@
 #define LIERE_VERSION_MINOR 1
 #define LIERE_VERSION_PATCH 0
 
+// Functions that run on the host and, compiled by nvcc, on the device: the per-element and per-row bodies of
+// backend/kernels/, which the CPU kernels and the CUDA kernels both call (so the CPU tests run them).
 #if defined(__CUDACC__)
 #define LIERE_HOST_DEVICE __host__ __device__
 #else
 #define LIERE_HOST_DEVICE
 #endif
+
+// LIERE_OMP(simd reduction(+ : s)) is `#pragma omp simd reduction(+ : s)` in host code compiled with OpenMP and
+// nothing elsewhere (device code, builds without OpenMP), so shared bodies can carry their vectorisation hints.
+#if defined(_OPENMP) && !defined(__CUDA_ARCH__)
+#define LIERE_OMP(directive) _Pragma(LIERE_STRINGIFY(omp directive))
+#else
+#define LIERE_OMP(directive)
+#endif
+#define LIERE_STRINGIFY(x) #x
 
 namespace liere {
 

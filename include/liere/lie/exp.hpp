@@ -19,7 +19,7 @@
 // Non-finite input (NaN or ±Inf anywhere) gives an all-NaN result: never a hang, never a crash.
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <algorithm>
 #ifdef LIERE_COUNT_FLOPS
 #include <atomic>

@@ -5,7 +5,7 @@
 // that for n = 3 it is *not* the cross-product convention of Sophus (ω = (−v₂, v₁, −v₀) there).
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <liere/core/config.hpp>
 #include <type_traits>
 

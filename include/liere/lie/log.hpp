@@ -7,8 +7,10 @@
 // principal logarithm whenever R has no eigenvalue −1 (and one of the logarithms of norm π when it has).
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
+LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Eigenvalues>
+LIERE_THIRD_PARTY_END
 #include <cmath>
 #include <liere/config.hpp>
 #include <numbers>

@@ -4,7 +4,8 @@
 // attention_forward reads in place (ld = 3C).
 #pragma once
 
-#include <liere/attention.hpp>
+#include <liere/backend/cpu/attention.hpp>
+#include <liere/backend/dispatch.hpp>
 #include <liere/autodiff/ops.hpp>
 #include <liere/nn/linear.hpp>
 #include <liere/nn/module.hpp>
@@ -13,33 +14,45 @@
 
 namespace liere::nn {
 
-// The attention op on the tape: qkv (B, T, 3C) → (B, T, C) with the rotations of `layer`.
-// `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map.
+// The attention op on the tape: qkv (B, T, 3C) → (B, T, C) with the rotations of `layer` from the encoding's
+// tables of this forward (enc, from PositionEncodingModule::begin). `pe` may be null (no rotary encoding).
+// `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map. The backward accumulates
+// the tables' (and transforms') gradients into enc's Vars, whose own op takes them to the parameters.
 template <class S>
-VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, PositionEncodingModuleT<S>* pe, int layer,
-                  std::shared_ptr<AttentionCache<S>> cache, std::span<const std::uint8_t> key_mask = {}) {
+VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionEncoding<S>* pe,
+                  const EncodingVars<S>& enc, int layer, std::shared_ptr<AttentionCache<S>> cache,
+                  std::span<const std::uint8_t> key_mask = {}) {
   const Shape& xs = qkv.shape();
   LIERE_ENSURE(xs.rank() == 3 && xs[2] % (3 * heads) == 0,
                "attention: qkv must be (B, T, 3·C) with C divisible by " << heads << " heads, got " << xs);
   const Index B = xs[0], T = xs[1], C = xs[2] / 3;
   const AttentionShape s{int(B), int(T), heads, int(C / heads)};
+  const bool rotary = pe && pe->rotary();
+  const Device dev = rotary ? ops::same_device("attention", qkv, enc.tables, enc.transforms) : qkv.device();
   AttentionRotations<S> rot;
-  if (pe) rot = pe->encoding().rotations(layer);
+  if (rotary) rot = pe->rotations(layer, enc.table_view(s.head_dim), enc.transforms.defined() ? enc.transforms.data() : nullptr);
   VarT<S> y = tape.output(Shape{B, T, C}, qkv);
   const S* q = qkv.data();
-  attention_forward<S>(s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
+  LIERE_DISPATCH(S, dev, attention_forward, s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
   if (y.requires_grad()) {
     std::vector<std::uint8_t> mask(key_mask.begin(), key_mask.end());
-    tape.push([qkv, gx = qkv.grad_ref(), gy = y.grad_ref(), s, rot, pe, layer, cache, mask = std::move(mask), C] {
+    tape.push([qkv, gx = qkv.grad_ref(), gy = y.grad_ref(), s, rot, pe, enc, layer, cache, mask = std::move(mask), C, dev] {
       const S* dy = gy.get();
       if (!dy) return;
       S* dq = gx.acc();
       const S* q = qkv.data();
+      const bool want_rot = pe && enc.tables.requires_grad();
       std::vector<HeadRotationGrad<S>> drot;
-      const bool want_rot = pe && rot.any() && pe->encoding().config().info().learnable;
-      if (want_rot) drot = pe->encoding().rotation_grads(layer);
-      attention_backward<S>(s, q, q + C, q + 2 * C, 3 * C, rot, mask, dy, *cache, dq, dq ? dq + C : nullptr,
-                            dq ? dq + 2 * C : nullptr, want_rot ? &drot : nullptr);
+      if (want_rot) {
+        const Shape& ts = enc.tables.shape();
+        drot = pe->rotation_grads(layer, {enc.tables.grad_ref().acc(), int(ts[0]), s.head_dim, int(ts[2])},
+                                  enc.transforms.defined() ? enc.transforms.grad_ref().acc() : nullptr);
+      }
+      std::span<const std::uint8_t> m(mask);
+      S* dk = dq ? dq + C : nullptr;
+      S* dv = dq ? dq + 2 * C : nullptr;
+      std::vector<HeadRotationGrad<S>>* dr = want_rot ? &drot : nullptr;
+      LIERE_DISPATCH(S, dev, attention_backward, s, q, q + C, q + 2 * C, 3 * C, rot, m, dy, *cache, dq, dk, dv, dr);
     });
   }
   return y;
@@ -59,11 +72,11 @@ class AttentionT {
                                                              << heads << " heads");
   }
 
-  // x (B, T, C) → (B, T, C). pe may be null (no rotary encoding).
-  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, PositionEncodingModuleT<S>* pe,
+  // x (B, T, C) → (B, T, C). pe may be null (no rotary encoding); enc is its tables of this forward.
+  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, const PositionEncoding<S>* pe, const EncodingVars<S>& enc,
                   std::span<const std::uint8_t> key_mask = {}) const {
     VarT<S> qkv = qkv_(tape, x);
-    VarT<S> a = attention(tape, qkv, heads_, pe, layer_, cache_, key_mask);
+    VarT<S> a = attention(tape, qkv, heads_, pe, enc, layer_, cache_, key_mask);
     return proj_(tape, a);
   }
 

@@ -108,8 +108,8 @@ class VitBlockT {
         norm2_(params, join(name, "norm2"), c.dim, c.ln_eps),
         mlp_(params, join(name, "mlp"), c.dim, c.mlp_hidden, c.dim, rng, c.drop) {}
 
-  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, PositionEncodingModuleT<S>* pe) const {
-    VarT<S> h = ops::add(tape, x, attn_.forward(tape, norm1_(tape, x), pe));
+  VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, const PositionEncoding<S>* pe, const EncodingVars<S>& enc) const {
+    VarT<S> h = ops::add(tape, x, attn_.forward(tape, norm1_(tape, x), pe, enc));
     return ops::add(tape, h, mlp_(tape, norm2_(tape, h)));
   }
   const AttentionT<S>& attn() const { return attn_; }
@@ -158,12 +158,13 @@ class VitT {
                                << ", H, W)");
     std::vector<int> size;
     for (int a = 2; a < xs.rank(); ++a) size.push_back(int(xs[a]));
-    pe_->begin(tape, cfg_.grid_for(size));  // first on the tape: its backward runs last
+    // the tables op first on the tape: its backward runs after every attention layer's
+    const EncodingVars<S> enc = pe_->begin(tape, cfg_.grid_for(size), x.device());
     VarT<S> h = patch_(tape, x);
     if (cls_.defined()) h = ops::prepend_token(tape, h, cls_);
     h = pe_->add_to_tokens(tape, h);
-    PositionEncodingModuleT<S>* pe = pe_->encoding().rotary() ? pe_.get() : nullptr;
-    for (const auto& b : blocks_) h = b.forward(tape, h, pe);
+    const PositionEncoding<S>* pe = pe_->encoding().rotary() ? &pe_->encoding() : nullptr;
+    for (const auto& b : blocks_) h = b.forward(tape, h, pe, enc);
     h = norm_(tape, h);
     h = cfg_.pool == Pool::cls ? ops::select_token(tape, h, 0) : ops::mean_tokens(tape, h, 0);
     return head_(tape, h);

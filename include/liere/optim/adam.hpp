@@ -21,7 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <liere/autodiff/tape.hpp>
-#include <liere/backend/cpu/common.hpp>
+#include <liere/backend/cpu/optim.hpp>
+#include <liere/backend/dispatch.hpp>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,8 @@ class AdamT {
       for (const auto& p : g.params) {
         for (const auto& s : states_)
           LIERE_ENSURE(s.param.name() != p.name(), "Adam: parameter '" << p.name() << "' is in two groups");
-        states_.push_back({p, TensorT<S>::zeros(p.shape()), TensorT<S>::zeros(p.shape()), g.weight_decay, g.lr_scale});
+        states_.push_back({p, TensorT<S>::zeros(p.shape(), p.device()), TensorT<S>::zeros(p.shape(), p.device()),
+                           g.weight_decay, g.lr_scale});
       }
   }
 
@@ -99,31 +101,19 @@ class AdamT {
     ++step_;
     const double bc1 = 1.0 - std::pow(cfg_.beta1, double(step_));
     const double bc2_sqrt = std::sqrt(1.0 - std::pow(cfg_.beta2, double(step_)));
-    const S b1 = S(cfg_.beta1), b2 = S(cfg_.beta2), one_m_b1 = S(1.0 - cfg_.beta1), one_m_b2 = S(1.0 - cfg_.beta2);
-    const S eps = S(cfg_.eps), inv_bc2_sqrt = S(1.0 / bc2_sqrt);
+    kernels::AdamStep<S> a{};
+    a.beta1 = S(cfg_.beta1), a.beta2 = S(cfg_.beta2);
+    a.one_minus_beta1 = S(1.0 - cfg_.beta1), a.one_minus_beta2 = S(1.0 - cfg_.beta2);
+    a.eps = S(cfg_.eps), a.inv_bc2_sqrt = S(1.0 / bc2_sqrt);
+    a.decoupled = cfg_.decoupled;
     for (auto& s : states_) {
       const double lr = lr_ * s.lr_scale;
-      const S step_size = S(lr / bc1);
-      const S decay = S(1.0 - lr * s.weight_decay);  // AdamW
-      const S l2 = S(s.weight_decay);                 // Adam
-      const bool decoupled = cfg_.decoupled, has_wd = s.weight_decay != 0.0;
-      S* th = s.param.data();
-      const S* g = s.param.grad().data();
-      S* m = s.m.data();
-      S* v = s.v.data();
-      const Index n = s.param.numel();
-#pragma omp parallel for schedule(static) if (n > kGrain)
-      for (Index i = 0; i < n; ++i) {
-        S gi = g[i];
-        if (has_wd) {
-          if (decoupled) th[i] *= decay;
-          else gi += l2 * th[i];
-        }
-        m[i] = b1 * m[i] + one_m_b1 * gi;
-        v[i] = b2 * v[i] + one_m_b2 * gi * gi;
-        const S denom = std::sqrt(v[i]) * inv_bc2_sqrt + eps;
-        th[i] -= step_size * m[i] / denom;
-      }
+      a.step_size = S(lr / bc1);
+      a.decay = S(1.0 - lr * s.weight_decay);  // AdamW
+      a.l2 = S(s.weight_decay);                 // Adam
+      a.has_weight_decay = s.weight_decay != 0.0;
+      S* g = s.param.grad().data();
+      LIERE_DISPATCH(S, s.param.device(), adam_update, s.param.data(), g, s.m.data(), s.v.data(), s.param.numel(), a);
     }
   }
 

@@ -10,36 +10,25 @@
 #include <cmath>
 #include <cstdint>
 #include <liere/autodiff/tape.hpp>
-#include <liere/backend/cpu/common.hpp>
+#include <liere/backend/cpu/optim.hpp>
+#include <liere/backend/dispatch.hpp>
 #include <vector>
 
 namespace liere::optim {
 
 namespace detail {
-// Σ x_i² in double; chunks of 8192 summed in parallel, chunks added in order.
+// Σ g² of a parameter's gradient in double, on its device (backend/cpu/optim.hpp: thread-count independent).
 template <class S>
-double sum_squares(const S* x, Index n) {
-  constexpr Index kChunk = 8192;
-  const Index nc = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(std::size_t(nc), 0.0);
-#pragma omp parallel for schedule(static) if (n > kGrain)
-  for (Index c = 0; c < nc; ++c) {
-    const Index e = std::min(n, (c + 1) * kChunk);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (Index i = c * kChunk; i < e; ++i) s += double(x[i]) * double(x[i]);
-    part[std::size_t(c)] = s;
-  }
-  double total = 0.0;
-  for (double s : part) total += s;
-  return total;
+double grad_sum_squares(const ParameterT<S>& p) {
+  const S* g = p.grad().data();
+  return LIERE_DISPATCH(S, p.device(), sum_squares, g, p.numel());
 }
 }  // namespace detail
 
 template <class S>
 double grad_norm(const std::vector<ParameterT<S>>& params) {
   double total = 0.0;
-  for (const auto& p : params) total += detail::sum_squares(p.grad().data(), p.numel());
+  for (const auto& p : params) total += detail::grad_sum_squares(p);
   return std::sqrt(total);
 }
 
@@ -47,8 +36,9 @@ double grad_norm(const std::vector<ParameterT<S>>& params) {
 template <class S>
 void check_finite_grads(const std::vector<ParameterT<S>>& params, std::int64_t step = -1) {
   for (const auto& p : params)
-    if (!std::isfinite(detail::sum_squares(p.grad().data(), p.numel()))) {
-      const S* g = p.grad().data();
+    if (!std::isfinite(detail::grad_sum_squares(p))) {
+      const std::vector<S> host = p.grad().to_vector();
+      const S* g = host.data();
       Index bad = 0;
       while (bad < p.numel() && std::isfinite(double(g[bad]))) ++bad;
       LIERE_ENSURE(false, "non-finite gradient" << (step >= 0 ? " at step " + std::to_string(step) : std::string())
@@ -81,9 +71,7 @@ double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm,
     const S c = S(coef);
     for (const auto& p : params) {
       S* g = p.grad().data();
-      const Index n = p.numel();
-#pragma omp parallel for schedule(static) if (n > kGrain)
-      for (Index i = 0; i < n; ++i) g[i] *= c;
+      LIERE_DISPATCH(S, p.device(), scale, g, p.numel(), c);
     }
   }
   return norm;

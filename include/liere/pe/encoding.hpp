@@ -2,116 +2,69 @@
 //
 // All rotary encodings here are one computation with different parameters: per parameter set, effective
 // LieRE generators (Dim axes × D/b blocks of b×b skew-symmetric matrices, layout of pe/liere.hpp) and, for
-// STRING, a dense orthogonal transform P:
-//   liere, rope-mixed-official, liere-commute   the generators are the parameters
-//   rope-mixed (rope-vit)                       b = 2; pair j of axis a turns by −f_a[j]·x_a (complex multiply)
-//   visionllama, rope-1d                        b = 2, fixed frequencies, not trained
-//   comrope-ap                                  one block per index k, owned by axis k mod Dim (0 for the others)
-//   comrope-ld                                  block k of axis a is θ_{a,k}·S_k (one S_k per block)
-//   string                                      rope-vit's RoPE-Mixed torus and P = (I − S)(I + S)⁻¹
-// Parameter sets follow the sharing mode: one per layer × head, per head, per layer, or one for the model.
+// STRING, a dense orthogonal transform P. What differs between kinds is a small strategy class each
+// (pe/kind.hpp, pe/kinds/): which parameters, how they start, the effective generators and their backward.
+// PositionEncoding composes one with what every kind shares:
+//   sharing     parameter sets per layer × head, per head, per layer, or one for the model (--sharing)
+//   positions   the grid of this forward under the resolution policy, or any coordinates; the CLS policy
+//   tables      the rotation tables of every set (liere_table_forward) and their backward to the parameters
 // The absolute encoding is a learned table added to the tokens, interpolated on other grids.
 //
-// Per training step:
-//   pe.set_grid({8, 8})                       the patch grid of this batch (or set_positions for any coordinates)
-//   pe.prepare()                              tables for every set, once per forward (after the optimizer step)
-//   attention_forward(…, pe.rotations(l), …)  for each layer l
-//   attention_backward(…, &grads, …)          with grads = pe.rotation_grads(l)
-//   pe.backward()                             grads() += d loss / d params
+// Two ways to use it:
+//   * the engine (nn/position_encoding.hpp) keeps the tables in tensors on the tape: compute_tables() into
+//     them, rotations(layer, tables, transforms) for each attention layer, tables_backward() from their
+//     gradients — no state between the passes but the parameters and positions;
+//   * plain buffers (your own engine), with tables kept here:
+//       pe.set_grid({8, 8})                       the patch grid of this batch (or set_positions for any coordinates)
+//       pe.prepare()                              tables for every set, once per forward (after the optimizer step)
+//       attention_forward(…, pe.rotations(l), …)  for each layer l
+//       attention_backward(…, &grads, …)          with grads = pe.rotation_grads(l)
+//       pe.backward()                             grads() += d loss / d params
 // Gradients of the parameters accumulate until zero_grad(), like every other parameter.
 #pragma once
 
+#include <liere/core/eigen.hpp>
+LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Dense>
-#include <cmath>
+LIERE_THIRD_PARTY_END
 #include <cstdint>
-#include <liere/attention.hpp>
-#include <liere/config.hpp>
-#include <liere/lie/hat.hpp>
+#include <liere/core/config.hpp>
+#include <liere/core/rng.hpp>
+#include <liere/lie/exp.hpp>
 #include <liere/pe/config.hpp>
 #include <liere/pe/interpolation.hpp>
+#include <liere/pe/kind.hpp>
+#include <liere/pe/kinds.hpp>
 #include <liere/pe/liere.hpp>
 #include <liere/pe/positions.hpp>
 #include <liere/pe/rotation_table.hpp>
-#include <numbers>
-#include <random>
+#include <liere/pe/views.hpp>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace liere {
 
-// The model the encoding serves.
-struct PEGeometry {
-  int layers = 12;
-  int heads = 3;
-  int head_dim = 64;
-  int pos_dim = 2;              // position axes: 1 (sequences), 2 (images), 3 (videos)
-  int embed_dim = 192;          // token width, for the absolute table
-  std::vector<int> train_grid;  // patch grid at the training resolution, e.g. {8, 8}
-  bool cls = true;              // token 0 is a CLS token
-};
-
 template <class Scalar>
 class PositionEncoding {
  public:
-  // A named block of parameters (the engine registers each as one tensor).
-  struct Group {
-    std::string name;
-    std::vector<std::int64_t> shape;
-    std::size_t offset = 0, size = 0;
-  };
+  using Group = typename ParamStore<Scalar>::Group;
 
-  PositionEncoding(const PEConfig& cfg, const PEGeometry& geo, std::uint64_t seed) : cfg_(cfg), geo_(geo) {
+  PositionEncoding(const PEConfig& cfg, const PEGeometry& geo, std::uint64_t seed)
+      : cfg_(cfg), geo_(geo), kind_(make_kind<Scalar>(cfg.kind)) {
     validate();
-    const int b = cfg_.effective_block(), d = geo_.head_dim, p = geo_.pos_dim;
     sets_ = count_sets();
-    eff_geo_ = {sets_, p, d, b};
-    std::mt19937_64 rng(seed);
-    switch (cfg_.kind) {
-      case PEKind::none: break;
-      case PEKind::absolute: {
-        const std::int64_t rows = train_patches() + (geo_.cls && cfg_.cls != ClsPolicy::skip ? 1 : 0);
-        add_group("pe.absolute", {rows, geo_.embed_dim});
-        const double std = cfg_.init.kind == PEInit::Kind::default_for_encoding ? 0.02 : cfg_.init.scale;
-        if (cfg_.init.kind == PEInit::Kind::uniform) fill_uniform(group_span(0), cfg_.init.scale, rng);
-        else fill_normal(group_span(0), std, rng);
-        break;
-      }
-      case PEKind::visionllama:
-      case PEKind::rope_1d:
-        effective_.assign(eff_geo_.num_params(), Scalar(0));
-        fixed_frequencies();
-        break;
-      case PEKind::rope_mixed:
-      case PEKind::string_cayley:
-        add_group("pe.freqs", {sets_, p, d / 2});
-        if (cfg_.init.kind == PEInit::Kind::default_for_encoding) rope_vit_init(rng);
-        else fill_init(group_span(0), rng);
-        if (cfg_.kind == PEKind::string_cayley) add_group("pe.cayley", {sets_, so_dim(d)});  // S = 0: P = I
-        break;
-      case PEKind::comrope_ld: {
-        add_group("pe.skew", {sets_, d / b, so_dim(b)});
-        add_group("pe.theta", {sets_, p, d / b});
-        fill_init(group_span(0), rng);
-        fill_normal(group_span(1), 1.0, rng);  // ComRoPE: θ ~ N(0, 1)
-        break;
-      }
-      case PEKind::comrope_ap:  // one b×b block per block index, owned by axis k mod Dim
-        add_group("pe.blocks", {sets_, d / b, so_dim(b)});
-        fill_init(group_span(0), rng);
-        break;
-      default:  // liere, rope-mixed-official, liere-commute: the generators are the parameters
-        add_group("pe.generators", {sets_, p, d / b, so_dim(b)});
-        fill_init(group_span(0), rng);
-        break;
-    }
-    grads_.assign(params_.size(), Scalar(0));
+    kind_->validate(context());
+    Rng rng(seed);
+    kind_->init(params_, context(), rng);
     if (rotary()) {
-      effective_.resize(eff_geo_.num_params());
-      deffective_.assign(eff_geo_.num_params(), Scalar(0));
+      effective_.assign(context().num_effective(), Scalar(0));
+      deffective_.assign(effective_.size(), Scalar(0));
+      kind_->effective(params_, context(), effective_);  // fixed kinds: once and for all
     }
-    if (cfg_.kind == PEKind::string_cayley) {
-      transforms_.assign(std::size_t(sets_) * d * d, Scalar(0));
+    if (kind_->has_transforms()) {
+      transforms_.assign(std::size_t(sets_) * geo_.head_dim * geo_.head_dim, Scalar(0));
       dtransforms_.assign(transforms_.size(), Scalar(0));
     }
     if (!geo_.train_grid.empty()) set_grid(geo_.train_grid);
@@ -121,8 +74,11 @@ class PositionEncoding {
   const PEConfig& config() const { return cfg_; }
   const PEGeometry& geometry() const { return geo_; }
   bool rotary() const { return cfg_.info().rotary; }
+  bool learnable() const { return cfg_.info().learnable && !params_.groups().empty(); }
   bool additive() const { return cfg_.kind == PEKind::absolute; }
+  bool has_transforms() const { return kind_->has_transforms(); }
   int num_sets() const { return sets_; }
+  int block() const { return cfg_.effective_block(); }
   int set_of(int layer, int head) const {
     LIERE_ENSURE(layer >= 0 && layer < geo_.layers && head >= 0 && head < geo_.heads,
                  "PositionEncoding: layer " << layer << " / head " << head << " out of range (" << geo_.layers
@@ -137,15 +93,15 @@ class PositionEncoding {
   }
 
   // ---- parameters ------------------------------------------------------------------------------------
-  std::span<Scalar> params() { return params_; }
-  std::span<const Scalar> params() const { return params_; }
-  std::span<Scalar> grads() { return grads_; }
-  std::span<const Scalar> grads() const { return grads_; }
+  std::span<Scalar> params() { return params_.values(); }
+  std::span<const Scalar> params() const { return params_.values(); }
+  std::span<Scalar> grads() { return params_.grads(); }
+  std::span<const Scalar> grads() const { return params_.grads(); }
   std::size_t num_params() const { return params_.size(); }
-  const std::vector<Group>& groups() const { return groups_; }
-  std::span<Scalar> group_values(std::size_t i) { return group_span(i); }
-  std::span<Scalar> group_grads(std::size_t i) { return std::span<Scalar>(grads_).subspan(groups_[i].offset, groups_[i].size); }
-  void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
+  const std::vector<Group>& groups() const { return params_.groups(); }
+  std::span<Scalar> group_values(std::size_t i) { return params_.values(i); }
+  std::span<Scalar> group_grads(std::size_t i) { return params_.grads(i); }
+  void zero_grad() { std::fill(grads().begin(), grads().end(), Scalar(0)); }
 
   // ---- tokens ----------------------------------------------------------------------------------------
   // The patch grid of this forward; the positions follow the resolution policy and the CLS policy.
@@ -171,125 +127,127 @@ class PositionEncoding {
   int patches() const { return patches_; }
   // Positions of the rotated tokens, (rows, P): per set the table has these rows.
   const std::vector<Scalar>& rotated_positions() const { return positions_; }
+  // Rows of the tables of all sets: sets × rows per set.
+  int table_rows() const { return sets_ * rows_per_set_; }
+  // Counts the changes of the positions: tables of fixed kinds need recomputing only when it moves.
+  std::uint64_t positions_version() const { return positions_version_; }
 
-  // ---- forward ---------------------------------------------------------------------------------------
-  // Effective generators, transforms and rotation tables for every parameter set. Call once per forward,
-  // after every change of the parameters or the positions; zeroes the table gradients.
-  void prepare() {
-    if (!rotary()) return;
-    const bool fixed = !cfg_.info().learnable;
-    if (!fixed || tables_dirty_) {
-      if (!fixed) compute_effective();
-      liere_table_forward<Scalar>(eff_geo_, effective_, positions_, rows_per_set_, tables_);
-      tables_dirty_ = false;
-    }
-    if (cfg_.kind == PEKind::string_cayley) compute_transforms();
-    if (dtables_.tokens() != tables_.tokens() || dtables_.block() != tables_.block())
-      dtables_.resize(tables_.tokens(), tables_.head_dim(), tables_.block());
-    else
-      dtables_.set_zero();
-    std::fill(dtransforms_.begin(), dtransforms_.end(), Scalar(0));
+  // ---- forward and backward, storage given -----------------------------------------------------------
+  // The rotation tables of every set for the current positions into `tables` (host memory, table_rows() rows,
+  // head_dim, block), from the current parameters.
+  void compute_tables(RotationTableView<Scalar> tables) {
+    LIERE_ENSURE(rotary(), "PositionEncoding::compute_tables: " << cfg_.info().name << " is not a rotary encoding");
+    if (cfg_.info().learnable) kind_->effective(params_, context(), effective_);
+    liere_table_forward<Scalar>(lie_geometry(), effective_, positions_, rows_per_set_, tables);
   }
-
-  // What attention applies in layer `layer` (empty for none and absolute).
-  AttentionRotations<Scalar> rotations(int layer) const {
+  // The dense transforms (sets, D, D) of kinds that have them (STRING) into `out`.
+  void compute_transforms(std::span<Scalar> out) const {
+    LIERE_ENSURE(out.size() == transforms_.size(), "PositionEncoding::compute_transforms: " << out.size()
+                                                                                             << " values, expected "
+                                                                                             << transforms_.size());
+    kind_->transforms(params_, context(), out);
+  }
+  // grads() += d loss / d params given the gradients of the tables (table_rows() rows) and of the transforms
+  // (sets, D, D; empty when the kind has none). Call after compute_tables with the same parameters.
+  void tables_backward(RotationTableView<const Scalar> dtables, std::span<const Scalar> dtransforms) {
+    if (!rotary() || !cfg_.info().learnable) return;
+    std::fill(deffective_.begin(), deffective_.end(), Scalar(0));
+    liere_table_backward<Scalar>(lie_geometry(), effective_, positions_, rows_per_set_, dtables, deffective_);
+    kind_->effective_backward(params_, context(), deffective_, grads());
+    if (has_transforms() && !dtransforms.empty()) kind_->transforms_backward(params_, context(), dtransforms, grads());
+  }
+  // What attention applies in layer `layer`, as views into `tables` (table_rows() rows) and `transforms`
+  // (sets·D·D values, or null); empty for none and absolute.
+  AttentionRotations<Scalar> rotations(int layer, RotationTableView<const Scalar> tables, const Scalar* transforms) const {
     AttentionRotations<Scalar> r;
     if (!rotary()) return r;
     r.first_rotated = first_rotated_;
     for (int h = 0; h < geo_.heads; ++h) {
       const int s = set_of(layer, h);
       HeadRotation<Scalar> hr;
-      hr.table = tables_.view(s * rows_per_set_, rows_per_set_);
-      if (!transforms_.empty()) hr.transform = transforms_.data() + std::size_t(s) * geo_.head_dim * geo_.head_dim;
+      hr.table = {tables.data + std::size_t(s) * rows_per_set_ * geo_.head_dim * tables.block, rows_per_set_,
+                  geo_.head_dim, tables.block};
+      if (transforms) hr.transform = transforms + std::size_t(s) * geo_.head_dim * geo_.head_dim;
       r.heads.push_back(hr);
     }
     return r;
   }
-  std::vector<HeadRotationGrad<Scalar>> rotation_grads(int layer) {
+  // Where attention's backward of layer `layer` accumulates: views into `dtables` and `dtransforms`.
+  std::vector<HeadRotationGrad<Scalar>> rotation_grads(int layer, RotationTableView<Scalar> dtables,
+                                                       Scalar* dtransforms) const {
     std::vector<HeadRotationGrad<Scalar>> g;
     if (!rotary()) return g;
     for (int h = 0; h < geo_.heads; ++h) {
       const int s = set_of(layer, h);
       HeadRotationGrad<Scalar> hg;
-      hg.dtable = dtables_.view(s * rows_per_set_, rows_per_set_);
-      if (!dtransforms_.empty()) hg.dtransform = dtransforms_.data() + std::size_t(s) * geo_.head_dim * geo_.head_dim;
+      hg.dtable = {dtables.data + std::size_t(s) * rows_per_set_ * geo_.head_dim * dtables.block, rows_per_set_,
+                   geo_.head_dim, dtables.block};
+      if (dtransforms) hg.dtransform = dtransforms + std::size_t(s) * geo_.head_dim * geo_.head_dim;
       g.push_back(hg);
     }
     return g;
   }
 
+  // ---- forward and backward, tables kept here (plain buffers) ----------------------------------------
+  // Effective generators, transforms and rotation tables for every parameter set. Call once per forward,
+  // after every change of the parameters or the positions; zeroes the table gradients.
+  void prepare() {
+    if (!rotary()) return;
+    if (tables_.tokens() != table_rows() || tables_.block() != block()) tables_.resize(table_rows(), geo_.head_dim, block());
+    if (cfg_.info().learnable || tables_version_ != positions_version_) compute_tables(tables_.view());
+    tables_version_ = positions_version_;
+    if (has_transforms()) compute_transforms(transforms_);
+    if (dtables_.tokens() != tables_.tokens() || dtables_.block() != tables_.block())
+      dtables_.resize(tables_.tokens(), tables_.head_dim(), tables_.block());
+    else
+      dtables_.set_zero();
+    std::fill(dtransforms_.begin(), dtransforms_.end(), Scalar(0));
+  }
+  AttentionRotations<Scalar> rotations(int layer) const {
+    return rotations(layer, tables_.view(), transforms_.empty() ? nullptr : transforms_.data());
+  }
+  std::vector<HeadRotationGrad<Scalar>> rotation_grads(int layer) {
+    return rotation_grads(layer, dtables_.view(), dtransforms_.empty() ? nullptr : dtransforms_.data());
+  }
   // grads() += d loss / d params from the table (and transform) gradients accumulated by the attention
   // backwards of every layer since prepare().
-  void backward() {
-    if (!rotary() || !cfg_.info().learnable) return;
-    std::fill(deffective_.begin(), deffective_.end(), Scalar(0));
-    liere_table_backward<Scalar>(eff_geo_, effective_, positions_, rows_per_set_, dtables_, deffective_);
-    switch (cfg_.kind) {
-      case PEKind::comrope_ld: {
-        // w[s][a][k][i] = θ[s][a][k]·skew[s][k][i]
-        const int p = geo_.pos_dim, nb = eff_geo_.num_blocks(), ppb = so_dim(eff_geo_.block);
-        Scalar* dskew = grads_.data() + groups_[0].offset;
-        Scalar* dtheta = grads_.data() + groups_[1].offset;
-        const Scalar* skew = params_.data() + groups_[0].offset;
-        const Scalar* theta = params_.data() + groups_[1].offset;
-        for (int s = 0; s < sets_; ++s)
-          for (int a = 0; a < p; ++a)
-            for (int k = 0; k < nb; ++k) {
-              const Scalar* dw = deffective_.data() + ((std::size_t(s) * p + a) * nb + k) * ppb;
-              const std::size_t ti = (std::size_t(s) * p + a) * nb + k, si = (std::size_t(s) * nb + k) * ppb;
-              for (int i = 0; i < ppb; ++i) {
-                dtheta[ti] += dw[i] * skew[si + i];
-                dskew[si + i] += dw[i] * theta[ti];
-              }
-            }
-        break;
-      }
-      case PEKind::string_cayley:
-        for (std::size_t i = 0; i < deffective_.size(); ++i) grads_[groups_[0].offset + i] += deffective_[i];
-        cayley_backward();
-        break;
-      case PEKind::comrope_ap: {  // w[s][a][k] = blocks[s][k] when k mod Dim = a, else 0
-        const int p = geo_.pos_dim, nb = eff_geo_.num_blocks(), ppb = so_dim(eff_geo_.block);
-        for (int s = 0; s < sets_; ++s)
-          for (int k = 0; k < nb; ++k)
-            for (int i = 0; i < ppb; ++i)
-              grads_[(std::size_t(s) * nb + k) * ppb + i] += deffective_[((std::size_t(s) * p + k % p) * nb + k) * ppb + i];
-        break;
-      }
-      default:
-        for (std::size_t i = 0; i < deffective_.size(); ++i) grads_[i] += deffective_[i];
-        break;
-    }
-  }
+  void backward() { tables_backward(dtables_.view(), dtransforms_); }
 
   // ---- the absolute encoding -------------------------------------------------------------------------
-  // x (B, T, C) += the table interpolated to the current grid (the CLS row to token 0 when it has one).
-  void add_to_tokens(Scalar* x, int batch) const {
-    LIERE_ENSURE(additive(), "PositionEncoding::add_to_tokens: only for the absolute encoding");
-    const int c = geo_.embed_dim, t = tokens(), first = geo_.cls ? 1 : 0;
-    std::vector<Scalar> patch(std::size_t(patches_) * c);
-    const Scalar* table = params_.data();
+  // rows (T, C): what is added to every sequence's tokens — the CLS row (zeros when --cls skip leaves the CLS
+  // token without one) and the table interpolated to the current grid.
+  void absolute_rows(Scalar* rows) const {
+    LIERE_ENSURE(additive(), "PositionEncoding::absolute_rows: only for the absolute encoding");
+    const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
+    const Scalar* table = params().data();
     const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
-    interp_.apply(table + (cls_row ? c : 0), patch.data(), c);
+    for (int i = 0; i < first * c; ++i) rows[i] = cls_row ? table[i] : Scalar(0);
+    interp_.apply(table + (cls_row ? c : 0), rows + std::size_t(first) * c, c);
+  }
+  // grads() += d loss / d params given drows = d loss / d rows (T, C), summed over the batch.
+  void absolute_rows_backward(const Scalar* drows) {
+    const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
+    const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
+    Scalar* g = grads().data();
+    if (cls_row)
+      for (int i = 0; i < c; ++i) g[i] += drows[i];
+    interp_.apply_backward(drows + std::size_t(first) * c, g + (cls_row ? c : 0), c);
+  }
+  // Plain buffers: x (B, T, C) += the rows, and its backward from dx (B, T, C).
+  void add_to_tokens(Scalar* x, int batch) const {
+    const std::size_t n = std::size_t(tokens()) * geo_.embed_dim;
+    std::vector<Scalar> rows(n);
+    absolute_rows(rows.data());
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < batch; ++b) {
-      Scalar* xb = x + std::size_t(b) * t * c;
-      if (cls_row)
-        for (int i = 0; i < c; ++i) xb[i] += table[i];
-      for (std::size_t i = 0; i < patch.size(); ++i) xb[std::size_t(first) * c + i] += patch[i];
-    }
+    for (int b = 0; b < batch; ++b)
+      for (std::size_t i = 0; i < n; ++i) x[std::size_t(b) * n + i] += rows[i];
   }
   void add_to_tokens_backward(const Scalar* dx, int batch) {
-    const int c = geo_.embed_dim, t = tokens(), first = geo_.cls ? 1 : 0;
-    const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
-    std::vector<Scalar> dpatch(std::size_t(patches_) * c, Scalar(0));
-    for (int b = 0; b < batch; ++b) {  // sum over the batch in order (deterministic)
-      const Scalar* db = dx + std::size_t(b) * t * c;
-      if (cls_row)
-        for (int i = 0; i < c; ++i) grads_[i] += db[i];
-      for (std::size_t i = 0; i < dpatch.size(); ++i) dpatch[i] += db[std::size_t(first) * c + i];
-    }
-    interp_.apply_backward(dpatch.data(), grads_.data() + (cls_row ? c : 0), c);
+    const std::size_t n = std::size_t(tokens()) * geo_.embed_dim;
+    std::vector<Scalar> drows(n, Scalar(0));
+    for (int b = 0; b < batch; ++b)  // sum over the batch in order (deterministic)
+      for (std::size_t i = 0; i < n; ++i) drows[i] += dx[std::size_t(b) * n + i];
+    absolute_rows_backward(drows.data());
   }
 
   // ---- diagnostics -----------------------------------------------------------------------------------
@@ -297,25 +255,16 @@ class PositionEncoding {
   std::vector<Eigen::MatrixXd> generators(int set) const {
     LIERE_ENSURE(rotary(), "PositionEncoding::generators: " << cfg_.info().name << " is not a rotary encoding");
     LIERE_ENSURE(set >= 0 && set < sets_, "PositionEncoding::generators: set " << set << " of " << sets_);
-    std::vector<Scalar> eff(eff_geo_.num_params());
-    effective_into(eff);
-    const int d = geo_.head_dim, b = eff_geo_.block, nb = eff_geo_.num_blocks(), ppb = so_dim(b);
+    std::vector<Scalar> eff(effective_.size());
+    kind_->effective(params_, context(), eff);
+    const int d = geo_.head_dim, b = block(), nb = d / b, ppb = so_dim(b);
+    const Eigen::MatrixXd pm = kind_->transform(params_, context(), set);
     std::vector<Eigen::MatrixXd> out;
     for (int a = 0; a < geo_.pos_dim; ++a) {
       Eigen::MatrixXd m = Eigen::MatrixXd::Zero(d, d);
-      for (int k = 0; k < nb; ++k) {
-        const Scalar* w = eff.data() + ((std::size_t(set) * geo_.pos_dim + a) * nb + k) * ppb;
-        int i = 0;
-        for (int r = 0; r < b; ++r)
-          for (int c = r + 1; c < b; ++c, ++i) {
-            m(k * b + r, k * b + c) = double(w[i]);
-            m(k * b + c, k * b + r) = -double(w[i]);
-          }
-      }
-      if (cfg_.kind == PEKind::string_cayley) {
-        const Eigen::MatrixXd pm = cayley(set);
-        m = pm.transpose() * m * pm;
-      }
+      for (int k = 0; k < nb; ++k)
+        hat_fill(eff.data() + ((std::size_t(set) * geo_.pos_dim + a) * nb + k) * ppb, b, m.block(k * b, k * b, b, b));
+      if (has_transforms()) m = pm.transpose() * m * pm;
       out.push_back(m);
     }
     return out;
@@ -326,15 +275,18 @@ class PositionEncoding {
     const auto g = generators(set);
     Eigen::MatrixXd a = Eigen::MatrixXd::Zero(geo_.head_dim, geo_.head_dim);
     for (int i = 0; i < geo_.pos_dim; ++i) a += p[i] * g[i];
-    if (cfg_.kind == PEKind::string_cayley) return liere::exp(a);  // conjugated: dense
-    const int b = eff_geo_.block, d = geo_.head_dim;
+    if (has_transforms()) return liere::exp(a);  // conjugated: dense
+    const int b = block(), d = geo_.head_dim;
     Eigen::MatrixXd r = Eigen::MatrixXd::Zero(d, d);
     for (int k = 0; k < d / b; ++k) r.block(k * b, k * b, b, b) = liere::exp(Eigen::MatrixXd(a.block(k * b, k * b, b, b)));
     return r;
   }
 
  private:
-  void validate() {
+  KindContext context() const { return {cfg_, geo_, sets_, block()}; }
+  LieREGeometry lie_geometry() const { return {sets_, geo_.pos_dim, geo_.head_dim, block()}; }
+
+  void validate() const {
     const PEKindInfo& info = cfg_.info();
     const int d = geo_.head_dim, p = geo_.pos_dim, b = cfg_.effective_block();
     LIERE_ENSURE(geo_.layers >= 1 && geo_.heads >= 1 && d >= 2,
@@ -344,18 +296,6 @@ class PositionEncoding {
     if (!info.rotary) return;
     LIERE_ENSURE(d % b == 0, "--pe " << info.name << " with block " << b << " does not fit head dim " << d
                                      << ": the block must divide the head dimension");
-    if (cfg_.kind == PEKind::rope_1d)
-      LIERE_ENSURE(p == 1, "--pe rope-1d encodes 1D sequences, but the positions have " << p
-                                                                                      << " axes; use rope-mixed or liere for images");
-    if (cfg_.kind == PEKind::visionllama)
-      LIERE_ENSURE(d / p / 2 >= 1, "--pe visionllama needs head dim >= " << 2 * p << " for " << p << " axes, got " << d);
-    if (cfg_.kind == PEKind::comrope_ap)
-      LIERE_ENSURE(d / b >= p, "--pe comrope-ap needs at least one block per axis: head dim " << d << " / block " << b
-                                                                                           << " = " << d / b
-                                                                                           << " blocks for " << p << " axes");
-    if (cfg_.kind == PEKind::rope_mixed || cfg_.kind == PEKind::string_cayley)
-      LIERE_ENSURE(d % 4 == 0 || cfg_.init.kind != PEInit::Kind::default_for_encoding,
-                   "--pe " << info.name << " with rope-vit's init needs a head dim divisible by 4, got " << d);
   }
   int count_sets() const {
     switch (cfg_.effective_sharing()) {
@@ -365,148 +305,6 @@ class PositionEncoding {
       case Sharing::shared: return 1;
     }
     return 1;
-  }
-  std::int64_t train_patches() const {
-    std::int64_t n = 1;
-    LIERE_ENSURE(!geo_.train_grid.empty(), "the absolute encoding needs the training grid (PEGeometry::train_grid)");
-    for (int g : geo_.train_grid) n *= g;
-    return n;
-  }
-  void add_group(const std::string& name, std::vector<std::int64_t> shape) {
-    std::size_t n = 1;
-    for (auto s : shape) n *= std::size_t(s);
-    groups_.push_back({name, shape, params_.size(), n});
-    params_.resize(params_.size() + n, Scalar(0));
-  }
-  std::span<Scalar> group_span(std::size_t i) { return std::span<Scalar>(params_).subspan(groups_[i].offset, groups_[i].size); }
-
-  static void fill_uniform(std::span<Scalar> v, double scale, std::mt19937_64& rng) {
-    for (Scalar& x : v) x = Scalar(scale * double(rng() >> 11) * 0x1.0p-53);
-  }
-  static void fill_normal(std::span<Scalar> v, double std, std::mt19937_64& rng) {
-    for (Scalar& x : v) {  // Box–Muller from 53-bit uniforms: identical on every standard library
-      const double u1 = (double(rng() >> 11) + 1.0) * 0x1.0p-53, u2 = double(rng() >> 11) * 0x1.0p-53;
-      x = Scalar(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2));
-    }
-  }
-  // The --init choice for generator entries: U[0, 2π) unless told otherwise (paper, official code).
-  void fill_init(std::span<Scalar> v, std::mt19937_64& rng) const {
-    if (cfg_.init.kind == PEInit::Kind::normal) fill_normal(v, cfg_.init.scale, rng);
-    else fill_uniform(v, cfg_.init.kind == PEInit::Kind::uniform ? cfg_.init.scale : 2 * std::numbers::pi, rng);
-  }
-  // rope-vit's RoPE-Mixed init: |f_k| = 10^(−4k/D) for k < D/4; the first D/4 pairs along a random unit
-  // direction u₁ per set, the next D/4 along u₂ ⟂ u₁ (in 2D: α and α + π/2). Pair j of axis a turns by
-  // f_a[j]·x_a as a complex multiplication, i.e. LieRE parameter −f_a[j] (exp(wJ) turns by −w).
-  void rope_vit_init(std::mt19937_64& rng) {
-    const int d = geo_.head_dim, p = geo_.pos_dim, pairs = d / 2, quarter = d / 4;
-    Scalar* w = params_.data() + groups_[0].offset;
-    for (int s = 0; s < sets_; ++s) {
-      Eigen::VectorXd u1(p), u2(p);
-      if (p == 1) {
-        u1 << 1.0;
-        u2 << 1.0;
-      } else {
-        const double alpha = 2 * std::numbers::pi * double(rng() >> 11) * 0x1.0p-53;
-        if (p == 2) {
-          u1 << std::cos(alpha), std::sin(alpha);
-          u2 << std::cos(alpha + std::numbers::pi / 2), std::sin(alpha + std::numbers::pi / 2);
-        } else {  // a random orthonormal pair in 3D
-          std::vector<Scalar> g(6);
-          fill_normal(g, 1.0, rng);
-          u1 << g[0], g[1], g[2];
-          u1.normalize();
-          u2 << g[3], g[4], g[5];
-          u2 -= u1.dot(u2) * u1;
-          u2.normalize();
-        }
-      }
-      for (int j = 0; j < pairs; ++j) {
-        const int k = j % quarter;
-        const double mag = std::pow(10.0, -4.0 * k / d);
-        const Eigen::VectorXd& u = j < quarter ? u1 : u2;
-        // rope-vit's (f_x, f_y) in our axis order (…, y, x): the last axis is x
-        for (int a = 0; a < p; ++a) w[(std::size_t(s) * p + a) * pairs + j] = Scalar(-mag * u(p - 1 - a));
-      }
-    }
-  }
-  // visionllama (the official code's TiledPositionEncoder): n = D/P/2 phases per axis, ω_j = exp(−4j/(n−1)),
-  // block a·n + j turns by x_a·ω_j; remaining dims pass through. rope-1d: θ_j = 10000^(−2j/D), pairs
-  // (2j, 2j+1) turn as in RoFormer ([[cos, −sin], [sin, cos]], i.e. parameter −θ_j).
-  void fixed_frequencies() {
-    const int d = geo_.head_dim, p = geo_.pos_dim, pairs = d / 2;
-    if (cfg_.kind == PEKind::visionllama) {
-      const int n = d / p / 2;
-      for (int a = 0; a < p; ++a)
-        for (int j = 0; j < n; ++j)
-          effective_[std::size_t(a) * pairs + a * n + j] = Scalar(n > 1 ? std::exp(-4.0 * j / (n - 1)) : 1.0);
-    } else {
-      for (int j = 0; j < pairs; ++j) effective_[j] = Scalar(-std::pow(10000.0, -2.0 * j / d));
-    }
-  }
-  // The effective generators (sets, P, D/b, b(b−1)/2) from the parameters.
-  void effective_into(std::vector<Scalar>& out) const {
-    switch (cfg_.kind) {
-      case PEKind::none:
-      case PEKind::absolute: break;
-      case PEKind::visionllama:
-      case PEKind::rope_1d: out = effective_; break;
-      case PEKind::comrope_ld: {
-        const int p = geo_.pos_dim, nb = eff_geo_.num_blocks(), ppb = so_dim(eff_geo_.block);
-        const Scalar* skew = params_.data() + groups_[0].offset;
-        const Scalar* theta = params_.data() + groups_[1].offset;
-        for (int s = 0; s < sets_; ++s)
-          for (int a = 0; a < p; ++a)
-            for (int k = 0; k < nb; ++k)
-              for (int i = 0; i < ppb; ++i)
-                out[((std::size_t(s) * p + a) * nb + k) * ppb + i] =
-                    theta[(std::size_t(s) * p + a) * nb + k] * skew[(std::size_t(s) * nb + k) * ppb + i];
-        break;
-      }
-      case PEKind::comrope_ap: {
-        const int p = geo_.pos_dim, nb = eff_geo_.num_blocks(), ppb = so_dim(eff_geo_.block);
-        std::fill(out.begin(), out.end(), Scalar(0));
-        for (int s = 0; s < sets_; ++s)
-          for (int k = 0; k < nb; ++k)
-            std::copy_n(params_.data() + (std::size_t(s) * nb + k) * ppb, ppb,
-                        out.data() + ((std::size_t(s) * p + k % p) * nb + k) * ppb);
-        break;
-      }
-      default:  // the first group holds the effective generators
-        std::copy_n(params_.data() + groups_[0].offset, out.size(), out.begin());
-        break;
-    }
-  }
-  void compute_effective() { effective_into(effective_); }
-  // STRING: P = (I − S)(I + S)⁻¹ per set, S = hat(the set's Cayley parameters).
-  Eigen::MatrixXd cayley(int set) const {
-    const int d = geo_.head_dim;
-    const Scalar* s = params_.data() + groups_[1].offset + std::size_t(set) * so_dim(d);
-    const Eigen::MatrixXd sm = hat(Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, 1>>(s, so_dim(d)).template cast<double>().eval());
-    const Eigen::MatrixXd id = Eigen::MatrixXd::Identity(d, d);
-    return (id - sm) * (id + sm).inverse();
-  }
-  void compute_transforms() {
-    const int d = geo_.head_dim;
-    for (int s = 0; s < sets_; ++s)
-      Eigen::Map<Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-          transforms_.data() + std::size_t(s) * d * d, d, d) = cayley(s).template cast<Scalar>();
-  }
-  // dS = −(I + P)ᵀ·G·(I + S)⁻ᵀ with G = dL/dP; the parameters are S's upper triangle: ds = dS(r,c) − dS(c,r).
-  void cayley_backward() {
-    const int d = geo_.head_dim;
-    for (int s = 0; s < sets_; ++s) {
-      const Scalar* sp = params_.data() + groups_[1].offset + std::size_t(s) * so_dim(d);
-      const Eigen::MatrixXd sm = hat(Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, 1>>(sp, so_dim(d)).template cast<double>().eval());
-      const Eigen::MatrixXd id = Eigen::MatrixXd::Identity(d, d), minv = (id + sm).inverse(), pm = (id - sm) * minv;
-      const Eigen::MatrixXd g = Eigen::Map<const Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-                                    dtransforms_.data() + std::size_t(s) * d * d, d, d)
-                                    .template cast<double>();
-      const Eigen::MatrixXd ds = -(id + pm).transpose() * g * minv.transpose();
-      Scalar* out = grads_.data() + groups_[1].offset + std::size_t(s) * so_dim(d);
-      int i = 0;
-      for (int r = 0; r < d; ++r)
-        for (int c = r + 1; c < d; ++c, ++i) out[i] += Scalar(ds(r, c) - ds(c, r));
-    }
   }
   // Patch positions (batch × N × P) → the rotated rows of every table and the CLS handling.
   void set_patch_positions(std::vector<double> patch_pos, int batch) {
@@ -529,23 +327,29 @@ class PositionEncoding {
       }
       for (std::size_t i = 0; i < std::size_t(patches_) * p; ++i) dst[i] = Scalar(src[i]);
     }
-    tables_dirty_ = true;
+    ++positions_version_;
   }
 
   PEConfig cfg_;
   PEGeometry geo_;
+  std::shared_ptr<const EncodingKind<Scalar>> kind_;  // stateless: copies of the encoding share it
   int sets_ = 1;
-  LieREGeometry eff_geo_;
-  std::vector<Scalar> params_, grads_;  // learnable, in group order
-  std::vector<Group> groups_;
+  ParamStore<Scalar> params_;                       // learnable values and their gradients, in group order
   std::vector<Scalar> effective_, deffective_;      // (sets, P, D/b, b(b−1)/2)
-  std::vector<Scalar> transforms_, dtransforms_;    // (sets, D, D) row-major (STRING)
-  RotationTable<Scalar> tables_, dtables_;          // rows (sets, rows_per_set)
+  std::vector<Scalar> transforms_, dtransforms_;    // (sets, D, D) row-major (kinds with transforms)
+  RotationTable<Scalar> tables_, dtables_;          // plain-buffer use: rows (sets, rows_per_set)
+  std::uint64_t tables_version_ = std::uint64_t(-1);  // the positions tables_ was computed for
   std::vector<Scalar> positions_;                   // (rows_per_set, P)
   std::vector<int> grid_;
   int patches_ = 0, rows_per_set_ = 0, first_rotated_ = 0;
-  bool tables_dirty_ = true;
+  std::uint64_t positions_version_ = 0;
   GridInterpolation interp_;
 };
+
+// Explicit instances (pe/encoding.cpp) for programs that link liere::compiled.
+#ifdef LIERE_PRECOMPILED
+extern template class PositionEncoding<float>;
+extern template class PositionEncoding<double>;
+#endif
 
 }  // namespace liere

@@ -17,10 +17,10 @@
 // Non-finite positions or parameters give NaN rotations (and NaN gradients): never a hang, never a crash.
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <cmath>
 #include <cstdint>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/lie/hat.hpp>
 #include <liere/pe/blocks.hpp>
@@ -139,16 +139,19 @@ inline void check_liere_args(const LieREGeometry& g, std::size_t num_params, std
 
 // Rotation tables of `tokens` positions for every parameter set: params (sets, Dim, D/b, b(b−1)/2),
 // positions (tokens, Dim) row-major and shared by the sets, table rows (sets, tokens): set h's table is
-// table.view(h·tokens, tokens). One parallel loop over sets × tokens × blocks.
+// rows [h·tokens, (h + 1)·tokens). One parallel loop over sets × tokens × blocks. `table` is a view of host
+// memory with exactly those rows (a RotationTable overload below resizes one).
 template <int Block, class Scalar>
 void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
-                         int tokens, RotationTable<Scalar>& table) {
+                         int tokens, RotationTableView<Scalar> table) {
   using M = detail::BlockMat<Block, double>;
   LIERE_ENSURE(geo.block == Block, "liere_table_forward: geometry block " << geo.block << " != " << Block);
   detail::check_liere_args(geo, params.size(), positions.size(), tokens, "liere_table_forward");
   const int nb = geo.num_blocks(), dim = geo.dim, rows = geo.sets * tokens;
-  if (table.tokens() != rows || table.head_dim() != geo.head_dim || table.block() != Block)
-    table.resize(rows, geo.head_dim, Block);
+  LIERE_ENSURE(table.tokens == rows && table.head_dim == geo.head_dim && table.block == Block,
+               "liere_table_forward: the table is (" << table.tokens << ", " << table.head_dim << ", " << table.block
+                                                     << "), expected (" << rows << ", " << geo.head_dim << ", " << Block
+                                                     << ")");
   const std::vector<M> g = detail::liere_generators<Block, double>(params, geo.sets * dim, nb);
   const std::int64_t work = std::int64_t(rows) * nb;
 #pragma omp parallel
@@ -172,7 +175,7 @@ void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> param
 // fixed thread count: per-thread partial sums in double, reduced in thread order.
 template <int Block, class Scalar>
 void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
-                          int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
+                          int tokens, RotationTableView<const Scalar> dtable, std::span<Scalar> dparams) {
   using W = Scalar;  // the backward runs in the precision of the model
   using M = detail::BlockMat<Block, W>;
   using Acc = detail::BlockMat<Block, double>;
@@ -181,9 +184,9 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
   LIERE_ENSURE(dparams.size() == params.size(),
                "liere_table_backward: dparams has " << dparams.size() << " values, params " << params.size());
   const int nb = geo.num_blocks(), dim = geo.dim, rows = geo.sets * tokens;
-  LIERE_ENSURE(dtable.tokens() == rows && dtable.head_dim() == geo.head_dim && dtable.block() == Block,
-               "liere_table_backward: dtable is (" << dtable.tokens() << ", " << dtable.head_dim() << ", "
-                                                   << dtable.block() << "), expected (" << rows << ", " << geo.head_dim
+  LIERE_ENSURE(dtable.tokens == rows && dtable.head_dim == geo.head_dim && dtable.block == Block,
+               "liere_table_backward: dtable is (" << dtable.tokens << ", " << dtable.head_dim << ", "
+                                                   << dtable.block << "), expected (" << rows << ", " << geo.head_dim
                                                    << ", " << Block << ")");
   const std::size_t nmat = std::size_t(geo.sets) * dim * nb;
   const std::vector<M> g = detail::liere_generators<Block, W>(params, geo.sets * dim, nb);
@@ -221,17 +224,33 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
 // Runtime block size (geo.block): one switch (pe/blocks.hpp) over the compiled sizes.
 template <class Scalar>
 void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
-                         int tokens, RotationTable<Scalar>& table) {
+                         int tokens, RotationTableView<Scalar> table) {
   dispatch_block(geo.block, [&](auto b) {
     liere_table_forward<decltype(b)::value, Scalar>(geo, params, positions, tokens, table);
   });
 }
 template <class Scalar>
 void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
-                          int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
+                          int tokens, RotationTableView<const Scalar> dtable, std::span<Scalar> dparams) {
   dispatch_block(geo.block, [&](auto b) {
     liere_table_backward<decltype(b)::value, Scalar>(geo, params, positions, tokens, dtable, dparams);
   });
+}
+
+// The same into a RotationTable, resized to (sets · tokens) rows when needed.
+template <class Scalar>
+void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
+                         int tokens, RotationTable<Scalar>& table) {
+  dispatch_block(geo.block, [&](auto b) {  // an unsupported block size is reported as such, before any resize
+    if (table.tokens() != geo.sets * tokens || table.head_dim() != geo.head_dim || table.block() != geo.block)
+      table.resize(geo.sets * tokens, geo.head_dim, geo.block);
+    liere_table_forward<decltype(b)::value, Scalar>(geo, params, positions, tokens, table.view());
+  });
+}
+template <class Scalar>
+void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
+                          int tokens, const RotationTable<Scalar>& dtable, std::span<Scalar> dparams) {
+  liere_table_backward<Scalar>(geo, params, positions, tokens, dtable.view(), dparams);
 }
 
 // Fills params with U[0, scale): the official code and the paper use scale 2π ("RoPE-Mixed drew random
@@ -303,16 +322,42 @@ class LieRE {
 
   // Rotation tables for T positions at once; positions (T, Dim) row-major.
   void rotation_table(std::span<const Scalar> positions, int tokens, Table& table) const {
-    liere_table_forward<Block, Scalar>(geometry(), params(), positions, tokens, table);
+    if (table.tokens() != tokens || table.head_dim() != HeadDim || table.block() != Block)
+      table.resize(tokens, HeadDim, Block);
+    liere_table_forward<Block, Scalar>(geometry(), params(), positions, tokens, table.view());
   }
   void rotation_table_backward(std::span<const Scalar> positions, int tokens, const Table& dtable,
                                std::span<Scalar> dw) const {
-    liere_table_backward<Block, Scalar>(geometry(), params(), positions, tokens, dtable, dw);
+    liere_table_backward<Block, Scalar>(geometry(), params(), positions, tokens, dtable.view(), dw);
   }
   static constexpr LieREGeometry geometry() { return {1, Dim, HeadDim, Block}; }
 
  private:
   std::vector<Scalar> params_;  // [Dim][HeadDim/Block][Block(Block−1)/2]
 };
+
+// Explicit instances (pe/liere.cpp) for programs that link liere::compiled: the table kernels of every
+// block size, compiled once there instead of in every file that uses LieRE or an encoding.
+#define LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, B, S)                                                            \
+  EXTERN template void liere_table_forward<B, S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int, \
+                                                  RotationTableView<S>);                                         \
+  EXTERN template void liere_table_backward<B, S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int, \
+                                                   RotationTableView<const S>, std::span<S>);
+#define LIERE_TABLE_INSTANCES(EXTERN, S)                                                                          \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 2, S)                                                                    \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 3, S)                                                                    \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 4, S)                                                                    \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 8, S)                                                                    \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 16, S)                                                                   \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 32, S)                                                                   \
+  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 64, S)                                                                   \
+  EXTERN template void liere_table_forward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,    \
+                                               RotationTableView<S>);                                             \
+  EXTERN template void liere_table_backward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,   \
+                                                RotationTableView<const S>, std::span<S>);
+#ifdef LIERE_PRECOMPILED
+LIERE_TABLE_INSTANCES(extern, float)
+LIERE_TABLE_INSTANCES(extern, double)
+#endif
 
 }  // namespace liere

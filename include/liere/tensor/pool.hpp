@@ -1,4 +1,5 @@
-// liere/tensor/pool.hpp — the buffer pool behind every tensor: memory is reused from step to step.
+// liere/tensor/pool.hpp — the buffer pools behind every tensor, one per device: memory is reused from step to
+// step.
 //
 // A training step allocates the same few hundred activation and gradient buffers, of the same sizes, in
 // the same order, every step. Handing large blocks back to glibc would unmap them and fault them in again
@@ -15,20 +16,49 @@
 // Debugging: with LIERE_POOL_POISON=1 in the environment every block handed out is filled with 0xFF bytes
 // (a NaN in float and double), so a kernel that reads uninitialised storage shows up as NaNs.
 //
-// One pool per process (per scalar type it does not matter: blocks are raw bytes), never destroyed, so
-// tensors with static storage duration can still release into it at exit. Thread-safe (a mutex): tensors
-// are allocated from the main thread; OpenMP workers inside kernels never allocate.
+// One pool per device and process (per scalar type it does not matter: blocks are raw bytes), never destroyed,
+// so tensors with static storage duration can still release into it at exit. Thread-safe (a mutex): tensors
+// are allocated from the main thread; OpenMP workers inside kernels never allocate. The CPU pool takes its
+// blocks from aligned_alloc, the CUDA pool from the CUDA backend (cudaMalloc); in a build without one, a CUDA
+// tensor is an error that says so.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
+#include <liere/core/device.hpp>
 #include <map>
 #include <mutex>
 #include <string_view>
 
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/memory.hpp>
+#endif
+
 namespace liere {
+
+// Where a pool's blocks come from.
+struct BlockSource {
+  void* (*allocate)(std::size_t bytes);  // nullptr when out of memory
+  void (*release)(void* p);
+  bool host;                             // the CPU can read the blocks (poisoning, element access)
+};
+
+inline BlockSource host_blocks() {
+  return {[](std::size_t bytes) -> void* { return std::aligned_alloc(64, bytes); }, [](void* p) { std::free(p); }, true};
+}
+
+inline BlockSource device_blocks(Device d) {
+  if (d == Device::cpu) return host_blocks();
+#ifdef LIERE_WITH_CUDA
+  return {&cuda::device_allocate, &cuda::device_release, false};
+#else
+  LIERE_ENSURE(false, "a tensor on cuda: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON and link "
+                      "liere::cuda)");
+  return host_blocks();
+#endif
+}
 
 struct PoolStats {
   std::size_t bytes_in_use = 0;    // handed out now
@@ -41,6 +71,10 @@ struct PoolStats {
 class BufferPool {
  public:
   static constexpr std::size_t kAlign = 64;
+
+  explicit BufferPool(BlockSource source = host_blocks(), Device device = Device::cpu)
+      : source_(source), device_(device) {}
+  Device device() const { return device_; }
 
   // Bytes rounded up to the alignment; 0 bytes still gives a valid (unique) block.
   static std::size_t round_up(std::size_t bytes) { return ((bytes + kAlign - 1) / kAlign) * kAlign + (bytes == 0) * kAlign; }
@@ -58,20 +92,20 @@ class BufferPool {
       free_.erase(it);
       note_use(*capacity);
       ++stats_.reuses;
-      if (poison()) std::memset(p, 0xFF, *capacity);
+      if (source_.host && poison()) std::memset(p, 0xFF, *capacity);
       return p;
     }
-    void* p = std::aligned_alloc(kAlign, want);
+    void* p = source_.allocate(want);
     if (!p && !free_.empty()) {  // out of memory: give the cache back to the system and try once more
       trim_locked();
-      p = std::aligned_alloc(kAlign, want);
+      p = source_.allocate(want);
     }
-    LIERE_ENSURE(p != nullptr, "BufferPool: out of memory allocating " << want << " bytes (" << stats_.bytes_in_use
-                                                                       << " bytes in use)");
+    LIERE_ENSURE(p != nullptr, "out of memory on " << to_string(device_) << " allocating " << want << " bytes ("
+                                                   << stats_.bytes_in_use << " bytes in use)");
     *capacity = want;
     note_use(want);
     ++stats_.allocations;
-    if (poison()) std::memset(p, 0xFF, want);
+    if (source_.host && poison()) std::memset(p, 0xFF, want);
     return p;
   }
 
@@ -111,20 +145,26 @@ class BufferPool {
     if (stats_.bytes_in_use > stats_.peak_in_use) stats_.peak_in_use = stats_.bytes_in_use;
   }
   void trim_locked() {
-    for (auto& [size, p] : free_) std::free(p);
+    for (auto& [size, p] : free_) source_.release(p);
     free_.clear();
     stats_.bytes_cached = 0;
   }
 
+  BlockSource source_;
+  Device device_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;
   PoolStats stats_;
 };
 
-// The process-wide pool (intentionally leaked: it must outlive every tensor, including static ones).
-inline BufferPool& buffer_pool() {
-  static BufferPool* pool = new BufferPool();
-  return *pool;
+// The process-wide pool of a device (intentionally leaked: it must outlive every tensor, including static ones).
+inline BufferPool& buffer_pool(Device d = Device::cpu) {
+  if (d == Device::cpu) {
+    static BufferPool* cpu = new BufferPool(host_blocks(), Device::cpu);
+    return *cpu;
+  }
+  static BufferPool* cuda = new BufferPool(device_blocks(Device::cuda), Device::cuda);
+  return *cuda;
 }
 
 }  // namespace liere

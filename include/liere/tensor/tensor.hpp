@@ -1,10 +1,12 @@
 // liere/tensor/tensor.hpp — shapes and the engine's dense tensor.
 //
-// TensorT<S> is a *handle*: a shape (up to 5 dimensions) and a pointer into shared, contiguous, row-major
-// storage. Copying a tensor copies the handle (cheap, shares the data, like torch.Tensor); `clone()`
-// copies the data. Views (`view`, `select`) share the storage and keep it alive. Storage comes from the
-// process-wide BufferPool (pool.hpp) and goes back there when the last handle dies; `wrap` makes a
-// non-owning tensor over memory the caller manages.
+// TensorT<S> is a *handle*: a shape (up to 5 dimensions), a device, and a pointer into shared, contiguous,
+// row-major storage on that device. Copying a tensor copies the handle (cheap, shares the data, like
+// torch.Tensor); `clone()` copies the data, `to(device)` copies it to another device. Views (`view`, `select`)
+// share the storage and keep it alive. Storage comes from the device's BufferPool (pool.hpp) and goes back
+// there when the last handle dies; `wrap` makes a non-owning tensor over memory the caller manages. Filling and
+// copying go through the device's backend (backend/dispatch.hpp); element access and to_vector() read host
+// memory only (a CUDA tensor is copied to the CPU first).
 //
 // Tensor = TensorT<float> is what training uses; TensorT<double> is used by the derivative tests.
 #pragma once
@@ -14,7 +16,10 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <liere/backend/cpu/elementwise.hpp>
+#include <liere/backend/dispatch.hpp>
 #include <liere/core/config.hpp>
+#include <liere/core/device.hpp>
 #include <liere/core/index.hpp>
 #include <liere/tensor/pool.hpp>
 #include <memory>
@@ -103,31 +108,6 @@ class Shape {
   int rank_ = 0;
 };
 
-// ---- elementwise helpers on raw memory (parallel above a size threshold) ----------------------------------
-namespace detail {
-inline constexpr Index kParallelGrain = 1 << 15;  // elements below which a loop stays on one thread
-
-template <class S>
-void fill(S* p, Index n, S v) {
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (Index i = 0; i < n; ++i) p[i] = v;
-}
-template <class S>
-void copy(S* dst, const S* src, Index n) {
-  if (n <= kParallelGrain) {
-    std::memcpy(dst, src, std::size_t(n) * sizeof(S));
-    return;
-  }
-  constexpr Index chunk = 1 << 14;
-  const Index nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
-  for (Index c = 0; c < nchunks; ++c) {
-    const Index b = c * chunk, e = std::min(n, b + chunk);
-    std::memcpy(dst + b, src + b, std::size_t(e - b) * sizeof(S));
-  }
-}
-}  // namespace detail
-
 // ---- Tensor ----------------------------------------------------------------------------------------------
 template <class S>
 class TensorT {
@@ -138,40 +118,45 @@ class TensorT {
 
   TensorT() = default;  // undefined: no storage
 
-  // Uninitialised storage from the pool.
-  explicit TensorT(const Shape& shape) : shape_(shape) {
+  // Uninitialised storage from the device's pool.
+  explicit TensorT(const Shape& shape, Device device = Device::cpu) : shape_(shape), device_(device) {
     std::size_t capacity = 0;
-    void* p = buffer_pool().acquire(std::size_t(shape.numel()) * sizeof(S), &capacity);
-    storage_ = std::shared_ptr<void>(p, [capacity](void* q) { buffer_pool().release(q, capacity); });
+    BufferPool& pool = buffer_pool(device);
+    void* p = pool.acquire(std::size_t(shape.numel()) * sizeof(S), &capacity);
+    storage_ = std::shared_ptr<void>(p, [capacity, &pool](void* q) { pool.release(q, capacity); });
     data_ = static_cast<S*>(p);
   }
 
-  static TensorT empty(const Shape& shape) { return TensorT(shape); }
-  static TensorT zeros(const Shape& shape) { return full(shape, S(0)); }
-  static TensorT full(const Shape& shape, S v) {
-    TensorT t(shape);
+  static TensorT empty(const Shape& shape, Device device = Device::cpu) { return TensorT(shape, device); }
+  static TensorT zeros(const Shape& shape, Device device = Device::cpu) { return full(shape, S(0), device); }
+  static TensorT full(const Shape& shape, S v, Device device = Device::cpu) {
+    TensorT t(shape, device);
     t.fill(v);
     return t;
   }
-  static TensorT from(const Shape& shape, std::span<const S> values) {
+  // A tensor on `device` holding host values.
+  static TensorT from(const Shape& shape, std::span<const S> values, Device device = Device::cpu) {
     LIERE_ENSURE(Index(values.size()) == shape.numel(),
                  "Tensor::from: shape " << shape << " needs " << shape.numel() << " values, got " << values.size());
-    TensorT t(shape);
-    std::copy(values.begin(), values.end(), t.data_);
+    TensorT t(shape, device);
+    copy_memory(t.data_, device, values.data(), Device::cpu, shape.numel());
     return t;
   }
-  static TensorT from(const Shape& shape, const std::vector<S>& values) {
-    return from(shape, std::span<const S>(values.data(), values.size()));
+  static TensorT from(const Shape& shape, const std::vector<S>& values, Device device = Device::cpu) {
+    return from(shape, std::span<const S>(values.data(), values.size()), device);
   }
-  // A non-owning tensor over caller-managed memory (which must outlive every handle).
-  static TensorT wrap(S* data, const Shape& shape) {
+  // A non-owning tensor over caller-managed memory on `device` (which must outlive every handle).
+  static TensorT wrap(S* data, const Shape& shape, Device device = Device::cpu) {
     TensorT t;
     t.shape_ = shape;
     t.data_ = data;
+    t.device_ = device;
     return t;
   }
 
   bool defined() const { return data_ != nullptr; }
+  Device device() const { return device_; }
+  bool on_host() const { return device_ == Device::cpu; }
   const Shape& shape() const { return shape_; }
   int rank() const { return shape_.rank(); }
   Index dim(int i) const { return shape_[i]; }
@@ -201,26 +186,33 @@ class TensorT {
   // Handle semantics: these write the (shared) data, so they are const like data().
   const TensorT& zero() const { return fill(S(0)); }
   const TensorT& fill(S v) const {
-    detail::fill(data_, numel(), v);
+    LIERE_DISPATCH(S, device_, fill, data_, numel(), v);
     return *this;
   }
-  // Copies the values of `src`, whose shape must be the same.
+  // Copies the values of `src`, whose shape must be the same (it may live on another device).
   const TensorT& copy_from(const TensorT& src) const {
     LIERE_ENSURE(src.shape_ == shape_, "Tensor::copy_from: shape " << src.shape_ << " != " << shape_);
-    if (src.data_ != data_) detail::copy(data_, src.data_, numel());
+    if (src.data_ != data_) copy_memory(data_, device_, src.data_, src.device_, numel());
     return *this;
   }
-  TensorT clone() const {
-    TensorT t(shape_);
-    detail::copy(t.data_, data_, numel());
+  TensorT clone() const { return to(device_); }
+  // A copy on `device`.
+  TensorT to(Device device) const {
+    TensorT t(shape_, device);
+    copy_memory(t.data_, device, data_, device_, numel());
     return t;
   }
-  std::vector<S> to_vector() const { return std::vector<S>(data_, data_ + numel()); }
+  std::vector<S> to_vector() const {
+    std::vector<S> v(static_cast<std::size_t>(numel()));
+    copy_memory(v.data(), Device::cpu, data_, device_, numel());
+    return v;
+  }
 
   // Element access by indices (bounds-checked; for tests and small code, not for kernels).
   template <class... I>
   S& operator()(I... idx) const {
     static_assert(sizeof...(I) <= Shape::kMaxRank);
+    LIERE_ENSURE(on_host(), "Tensor: element access to a tensor on " << to_string(device_) << " (copy it with to(Device::cpu))");
     const Index ix[] = {Index(idx)...};
     LIERE_ENSURE(int(sizeof...(I)) == rank(), "Tensor: " << sizeof...(I) << " indices for shape " << shape_);
     Index off = 0;
@@ -233,9 +225,21 @@ class TensorT {
   }
 
  private:
+  // n elements from src on one device to dst on another (the same device: a plain copy there).
+  static void copy_memory(S* dst, Device dst_device, const S* src, Device src_device, Index n) {
+    if (dst_device == Device::cpu && src_device == Device::cpu) {
+      cpu::copy(dst, src, n);
+      return;
+    }
+    backend::dispatch<float>(  // bytes: any scalar type
+        Device::cuda, "copy", [] {},
+        [&](auto cuda_ops) { decltype(cuda_ops)::copy_bytes(dst, dst_device, src, src_device, std::size_t(n) * sizeof(S)); });
+  }
+
   std::shared_ptr<void> storage_;
   S* data_ = nullptr;
   Shape shape_;
+  Device device_ = Device::cpu;
 };
 
 using Tensor = TensorT<float>;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <liere/backend/cpu/common.hpp>
+#include <liere/backend/kernels/cross_entropy.hpp>
 #include <vector>
 
 namespace liere::cpu {
@@ -20,8 +21,6 @@ S softmax_cross_entropy_forward(const S* logits,   // (B, K)
                                 S* probs,           // (B, K) saved softmax
                                 std::type_identity_t<S>* row_loss,  // (B) ℓ_b, or nullptr
                                 Index B, Index K) {
-  using std::exp;
-  using std::log;
   LIERE_ENSURE(K > 0, "cross_entropy: no classes");
   LIERE_ENSURE(smoothing >= 0 && smoothing < 1, "cross_entropy: label smoothing must be in [0, 1), got " << smoothing);
   for (Index b = 0; b < B; ++b)
@@ -30,29 +29,21 @@ S softmax_cross_entropy_forward(const S* logits,   // (B, K)
   std::vector<S> losses(std::size_t(B), S(0));
   const S eps_k = S(smoothing / double(K)), one_m_eps = S(1.0 - smoothing);
 #pragma omp parallel for schedule(static) if (B * K > kGrain)
-  for (Index b = 0; b < B; ++b) {
-    const S* z = logits + b * K;
-    S* p = probs + b * K;
-    S m = z[0];
-    for (Index k = 1; k < K; ++k)
-      if (z[k] > m) m = z[k];
-    S s = S(0), zsum = S(0);
-    for (Index k = 0; k < K; ++k) {
-      p[k] = exp(z[k] - m);
-      s += p[k];
-      zsum += z[k];
-    }
-    const S inv_s = S(1) / s;
-    for (Index k = 0; k < K; ++k) p[k] *= inv_s;
-    const S lse = m + log(s);
-    losses[std::size_t(b)] = lse - one_m_eps * z[labels[b]] - eps_k * zsum;
-  }
+  for (Index b = 0; b < B; ++b)
+    losses[std::size_t(b)] = kernels::cross_entropy_row_forward(logits + b * K, labels[b], eps_k, one_m_eps, probs + b * K, K);
   S total = S(0);
   for (Index b = 0; b < B; ++b) {
     total += losses[std::size_t(b)];
     if (row_loss) row_loss[b] = losses[std::size_t(b)];
   }
   return B > 0 ? total / S(double(B)) : S(0);
+}
+
+// The same writing the mean loss to loss[0] (device-friendly signature, as the CUDA backend's).
+template <class S>
+void softmax_cross_entropy_forward(const S* logits, const int* labels, double smoothing, S* probs,
+                                   std::type_identity_t<S>* row_loss, S* loss, Index B, Index K) {
+  loss[0] = softmax_cross_entropy_forward(logits, labels, smoothing, probs, row_loss, B, K);
 }
 
 template <class S>
@@ -65,12 +56,14 @@ void softmax_cross_entropy_backward(const S* probs,     // (B, K)
   const S eps_k = S(smoothing / double(K)), one_m_eps = S(1.0 - smoothing);
   const S c = dloss / S(double(B));
 #pragma omp parallel for schedule(static) if (B * K > kGrain)
-  for (Index b = 0; b < B; ++b) {
-    const S* p = probs + b * K;
-    S* d = dlogits + b * K;
-    for (Index k = 0; k < K; ++k) d[k] += c * (p[k] - eps_k);
-    d[labels[b]] -= c * one_m_eps;
-  }
+  for (Index b = 0; b < B; ++b) kernels::cross_entropy_row_backward(probs + b * K, labels[b], eps_k, one_m_eps, c, dlogits + b * K, K);
+}
+
+// The same with dL/dL in memory (device-friendly signature).
+template <class S>
+void softmax_cross_entropy_backward(const S* probs, const int* labels, double smoothing, const S* dloss, S* dlogits,
+                                    Index B, Index K) {
+  softmax_cross_entropy_backward(probs, labels, smoothing, dloss[0], dlogits, B, K);
 }
 
 }  // namespace liere::cpu

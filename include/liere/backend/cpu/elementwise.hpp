@@ -8,11 +8,36 @@
 //   scale          y = s · x                      dx += s · dy
 //   sum            y = Σ x                        dx += dy (a scalar)
 //   accumulate     d += s                         the "+=" of every backward, in parallel
+//   fill, copy     p = v, dst = src               what tensors do with their memory (tensor/tensor.hpp)
 #pragma once
 
+#include <cstring>
 #include <liere/backend/cpu/common.hpp>
 
 namespace liere::cpu {
+
+inline constexpr Index kCopyGrain = 1 << 15;  // elements below which fill and copy stay on one thread
+
+template <class S>
+void fill(S* p, Index n, S v) {
+#pragma omp parallel for schedule(static) if (n > kCopyGrain)
+  for (Index i = 0; i < n; ++i) p[i] = v;
+}
+
+template <class S>
+void copy(S* dst, const S* src, Index n) {
+  if (n <= kCopyGrain) {
+    std::memcpy(dst, src, std::size_t(n) * sizeof(S));
+    return;
+  }
+  constexpr Index chunk = 1 << 14;
+  const Index nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < nchunks; ++c) {
+    const Index b = c * chunk, e = std::min(n, b + chunk);
+    std::memcpy(dst + b, src + b, std::size_t(e - b) * sizeof(S));
+  }
+}
 
 template <class S>
 void accumulate(const S* s,  // (n)
@@ -115,6 +140,17 @@ template <class S>
 void sum_backward(S dy, S* dx, Index n) {
 #pragma omp parallel for schedule(static) if (n > kGrain)
   for (Index i = 0; i < n; ++i) dx[i] += dy;
+}
+
+// The same with the scalars in memory (device-friendly signatures, as the CUDA backend's): y[0] = Σ x, and
+// dx += dy[0].
+template <class S>
+void sum_forward(const S* x, S* y, Index n) {
+  y[0] = sum_forward(x, n);
+}
+template <class S>
+void sum_backward(const S* dy, S* dx, Index n) {
+  sum_backward(dy[0], dx, n);
 }
 
 }  // namespace liere::cpu

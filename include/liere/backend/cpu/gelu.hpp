@@ -3,21 +3,23 @@
 //   y  = x · Φ(x) = ½ x (1 + erf(x/√2))
 //   dx += dy · (Φ(x) + x φ(x)),   φ(x) = exp(−x²/2)/√(2π)      (overwrite: dx = ..., for a fresh buffer)
 // float goes through Eigen's vectorised erf (a rational approximation accurate to a few ulp, as PyTorch's
-// own vectorised erf) and exp; other scalars (double, the tests' dual numbers) use the scalar erf/exp.
+// own vectorised erf) and exp; other scalars (double, the tests' dual numbers) use the shared scalar bodies of
+// backend/kernels/pointwise.hpp (which the CUDA kernels run too).
 #pragma once
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <cmath>
 #include <liere/backend/cpu/common.hpp>
+#include <liere/backend/kernels/pointwise.hpp>
 #include <type_traits>
+LIERE_THIRD_PARTY_BEGIN
 #include <unsupported/Eigen/SpecialFunctions>
+LIERE_THIRD_PARTY_END
 
 namespace liere::cpu {
 
 namespace detail {
-inline constexpr double kSqrtHalf = 0.70710678118654752440;        // 1/√2
-inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;      // 1/√(2π)
-inline constexpr Index kGeluChunk = 4096;                          // elements per vectorised block
+inline constexpr Index kGeluChunk = 4096;  // elements per vectorised block
 }  // namespace detail
 
 template <class S>
@@ -32,12 +34,11 @@ void gelu_forward(const S* x,  // (n)
       const Index i0 = blk * detail::kGeluChunk, len = std::min(detail::kGeluChunk, n - i0);
       Eigen::Map<const A> xa(x + i0, len);
       Eigen::Map<A> ya(y + i0, len);
-      ya = 0.5f * xa * (1.0f + (xa * float(detail::kSqrtHalf)).erf());
+      ya = 0.5f * xa * (1.0f + (xa * float(kernels::kSqrtHalf)).erf());
     }
   } else {
-    using std::erf;
 #pragma omp parallel for schedule(static) if (n > kGrain)
-    for (Index i = 0; i < n; ++i) y[i] = S(0.5) * x[i] * (S(1) + erf(x[i] * S(detail::kSqrtHalf)));
+    for (Index i = 0; i < n; ++i) y[i] = kernels::gelu(x[i]);
   }
 }
 
@@ -54,21 +55,14 @@ void gelu_backward(const S* x,   // (n)
       const Index i0 = blk * detail::kGeluChunk, len = std::min(detail::kGeluChunk, n - i0);
       Eigen::Map<const A> xa(x + i0, len), dya(dy + i0, len);
       Eigen::Map<A> dxa(dx + i0, len);
-      auto g = dya * (0.5f * (1.0f + (xa * float(detail::kSqrtHalf)).erf()) +
-                      xa * float(detail::kInvSqrt2Pi) * (-0.5f * xa.square()).exp());
+      auto g = dya * (0.5f * (1.0f + (xa * float(kernels::kSqrtHalf)).erf()) +
+                      xa * float(kernels::kInvSqrt2Pi) * (-0.5f * xa.square()).exp());
       if (overwrite) dxa = g;
       else dxa += g;
     }
   } else {
-    using std::erf;
-    using std::exp;
 #pragma omp parallel for schedule(static) if (n > kGrain)
-    for (Index i = 0; i < n; ++i) {
-      const S xi = x[i];
-      const S cdf = S(0.5) * (S(1) + erf(xi * S(detail::kSqrtHalf)));
-      const S pdf = S(detail::kInvSqrt2Pi) * exp(S(-0.5) * xi * xi);
-      dx[i] = (overwrite ? S(0) : dx[i]) + dy[i] * (cdf + xi * pdf);
-    }
+    for (Index i = 0; i < n; ++i) dx[i] = (overwrite ? S(0) : dx[i]) + dy[i] * kernels::gelu_grad(x[i]);
   }
 }
 

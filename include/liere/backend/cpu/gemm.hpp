@@ -24,16 +24,14 @@
 
 #include <dlfcn.h>
 
-#include <Eigen/Core>
+#include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
+#include <liere/core/index.hpp>
+#include <liere/core/parallel.hpp>
 #include <type_traits>
-#include <liere/tensor/tensor.hpp>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace liere::cpu {
 
@@ -145,9 +143,7 @@ void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const 
                "gemm: leading dimensions (" << lda << ", " << ldb << ", " << ldc << ") too small for M=" << M
                                             << " N=" << N << " K=" << K);
   int threads = 1;
-#ifdef _OPENMP
-  if (!omp_in_parallel() && double(M) * double(N) * double(K) >= kGemmParallelMacs) threads = omp_get_max_threads();
-#endif
+  if (!in_parallel() && double(M) * double(N) * double(K) >= kGemmParallelMacs) threads = max_threads();
   // Slabs of whole rows when there are enough rows (≥ 32 per thread), else of columns; aligned to 16.
   const bool by_rows = M >= 32 * threads || M >= N;
   const Index extent = by_rows ? M : N;
@@ -158,11 +154,7 @@ void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const 
   }
 #pragma omp parallel num_threads(threads)
   {
-#ifdef _OPENMP
-    const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-    const Index t = 0, nt = 1;
-#endif
+    const Index t = thread_id(), nt = num_threads();
     auto cut = [&](Index i) { return std::min(extent, ((extent * i / nt + 15) / 16) * 16); };
     const Index s0 = cut(t), s1 = t + 1 == nt ? extent : cut(t + 1);
     if (s1 > s0) {
@@ -177,5 +169,14 @@ template <class S>
 void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const S* A, const S* B, S beta, S* C) {
   gemm(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
 }
+
+// Explicit instances (backend/cpu/gemm.cpp) for programs that link liere::compiled: Eigen's GEMM kernels are
+// compiled once there.
+#define LIERE_CPU_GEMM_INSTANCES(EXTERN, S) \
+  EXTERN template void gemm<S>(bool, bool, Index, Index, Index, S, const S*, Index, const S*, Index, S, S*, Index);
+#ifdef LIERE_PRECOMPILED
+LIERE_CPU_GEMM_INSTANCES(extern, float)
+LIERE_CPU_GEMM_INSTANCES(extern, double)
+#endif
 
 }  // namespace liere::cpu

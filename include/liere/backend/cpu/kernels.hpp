@@ -1,6 +1,7 @@
 // liere/backend/cpu/kernels.hpp — every CPU kernel of the engine: only #include lines.
 #pragma once
 
+#include <liere/backend/cpu/attention.hpp>
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/cpu/cross_entropy.hpp>
 #include <liere/backend/cpu/dropout.hpp>
@@ -9,5 +10,8 @@
 #include <liere/backend/cpu/gemm.hpp>
 #include <liere/backend/cpu/layernorm.hpp>
 #include <liere/backend/cpu/linear.hpp>
+#include <liere/backend/cpu/optim.hpp>
 #include <liere/backend/cpu/patch_embed.hpp>
+#include <liere/backend/cpu/rotate.hpp>
+#include <liere/backend/cpu/softmax.hpp>
 #include <liere/backend/cpu/tokens.hpp>

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <liere/backend/cpu/common.hpp>
+#include <liere/backend/kernels/layernorm.hpp>
 
 namespace liere::cpu {
 
@@ -28,26 +29,9 @@ void layernorm_forward(const S* x,   // (N, C)
                        S* mean,      // (N) saved μ
                        S* rstd,      // (N) saved 1/√(σ² + eps)
                        Index N, Index C, double eps = kLayerNormEps) {
-  using std::sqrt;
   const S inv_c = S(1) / S(double(C));
 #pragma omp parallel for schedule(static) if (N * C > kGrain)
-  for (Index n = 0; n < N; ++n) {
-    const S* xr = x + n * C;
-    S* yr = y + n * C;
-    S m = S(0);
-#pragma omp simd reduction(+ : m)
-    for (Index i = 0; i < C; ++i) m += xr[i];
-    m *= inv_c;
-    S v = S(0);
-#pragma omp simd reduction(+ : v)
-    for (Index i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
-    v *= inv_c;
-    const S r = S(1) / sqrt(v + S(eps));
-#pragma omp simd
-    for (Index i = 0; i < C; ++i) yr[i] = (xr[i] - m) * r * g[i] + b[i];
-    mean[n] = m;
-    rstd[n] = r;
-  }
+  for (Index n = 0; n < N; ++n) kernels::layernorm_row_forward(x + n * C, g, b, y + n * C, mean + n, rstd + n, C, inv_c, S(eps));
 }
 
 // Elements of the scratch buffer layernorm_backward needs for dγ, dβ (per-chunk partial sums), for N rows of C.
@@ -89,20 +73,7 @@ void layernorm_backward(const S* x,     // (N, C)
           pb[i] += dyr[i];
         }
       }
-      if (dx) {
-        S sg = S(0), sgx = S(0);
-#pragma omp simd reduction(+ : sg, sgx)
-        for (Index i = 0; i < C; ++i) {
-          const S gi = dyr[i] * g[i];
-          sg += gi;
-          sgx += gi * ((xr[i] - m) * r);
-        }
-        sg *= inv_c;
-        sgx *= inv_c;
-        S* dxr = dx + n * C;
-#pragma omp simd
-        for (Index i = 0; i < C; ++i) dxr[i] += r * (dyr[i] * g[i] - sg - ((xr[i] - m) * r) * sgx);
-      }
+      if (dx) kernels::layernorm_row_dx(xr, g, m, r, dyr, dx + n * C, C, inv_c);
     }
   }
   if (params) {

@@ -15,29 +15,9 @@
 #include <cstring>
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/cpu/linear.hpp>
+#include <liere/backend/types.hpp>
 
 namespace liere::cpu {
-
-struct PatchGeometry {
-  Index B = 0, C = 0, T = 1, H = 0, W = 0;  // input (B, C, T, H, W)
-  Index tt = 1, p = 1;                      // tubelet frames, patch side
-
-  Index nt() const { return T / tt; }
-  Index nh() const { return H / p; }
-  Index nw() const { return W / p; }
-  Index tokens() const { return nt() * nh() * nw(); }  // N
-  Index patch_size() const { return C * tt * p * p; }   // K
-  Index input_size() const { return B * C * T * H * W; }
-
-  void check() const {
-    LIERE_ENSURE(B >= 0 && C > 0 && T > 0 && H > 0 && W > 0 && tt > 0 && p > 0,
-                 "patch_embed: bad geometry B=" << B << " C=" << C << " T=" << T << " H=" << H << " W=" << W
-                                                << " tubelet=" << tt << " patch=" << p);
-    LIERE_ENSURE(T % tt == 0 && H % p == 0 && W % p == 0,
-                 "patch_embed: input (T, H, W) = (" << T << ", " << H << ", " << W << ") is not a multiple of the tubelet ("
-                                                   << tt << ", " << p << ", " << p << ")");
-  }
-};
 
 template <class S>
 void patch_im2col(const S* x,  // (B, C, T, H, W)

@@ -1,0 +1,49 @@
+// liere/backend/cpu/optim.hpp — the optimizer's kernels on the CPU: the Adam/AdamW update and the sums and
+// scalings of gradient clipping.
+//
+//   adam_update    every element through kernels::adam_update (backend/kernels/adam.hpp)
+//   sum_squares    Σ x_i² in double; chunks of 8192 summed in parallel and added in order (thread-count
+//                  independent)
+//   scale          x *= c
+#pragma once
+
+#include <liere/backend/cpu/common.hpp>
+#include <liere/backend/kernels/adam.hpp>
+#include <vector>
+
+namespace liere::cpu {
+
+template <class S>
+void adam_update(S* theta,     // (n) parameters, updated
+                 const S* g,   // (n) gradient
+                 S* m, S* v,   // (n) first and second moments, updated
+                 Index n, const kernels::AdamStep<S>& step) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) kernels::adam_update(theta[i], g[i], m[i], v[i], step);
+}
+
+template <class S>
+double sum_squares(const S* x, Index n) {
+  constexpr Index kChunk = 8192;
+  const Index nc = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(std::size_t(nc), 0.0);
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index c = 0; c < nc; ++c) {
+    const Index e = std::min(n, (c + 1) * kChunk);
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (Index i = c * kChunk; i < e; ++i) s += double(x[i]) * double(x[i]);
+    part[std::size_t(c)] = s;
+  }
+  double total = 0.0;
+  for (double s : part) total += s;
+  return total;
+}
+
+template <class S>
+void scale(S* x, Index n, S c) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (Index i = 0; i < n; ++i) x[i] *= c;
+}
+
+}  // namespace liere::cpu

@@ -1,0 +1,52 @@
+// liere/backend/types.hpp — the shapes and layouts every backend's kernels take (B batch, T tokens, H heads,
+// D head dim). Plain data: the same structs describe host and device buffers.
+#pragma once
+
+#include <cstdint>
+#include <liere/core/config.hpp>
+#include <liere/core/index.hpp>
+
+namespace liere {
+
+// The size of a multi-head attention problem.
+struct AttentionShape {
+  int batch = 0, tokens = 0, heads = 0, head_dim = 0;
+  std::int64_t size() const { return std::int64_t(batch) * tokens * heads * head_dim; }
+};
+
+// Where element (b, t, h, i) of a (B, T, H, D) buffer lives: b·batch + t·token + h·D + i. Contiguous buffers
+// have token = H·D and batch = T·H·D; a packed qkv buffer has token = 3·H·D.
+struct HeadsLayout {
+  std::int64_t batch = 0, token = 0;
+  static HeadsLayout contiguous(int tokens, int heads, int head_dim) {
+    return {std::int64_t(tokens) * heads * head_dim, std::int64_t(heads) * head_dim};
+  }
+};
+
+// Patch (2D) and tubelet (3D) embedding: B batch, C channels, T frames, H×W pixels; tubelets of tt frames × p × p
+// pixels (2D: T = tt = 1); N = (T/tt)·(H/p)·(W/p) tokens in (t, h, w) row-major order; K = C·tt·p·p.
+struct PatchGeometry {
+  Index B = 0, C = 0, T = 1, H = 0, W = 0;  // input (B, C, T, H, W)
+  Index tt = 1, p = 1;                      // tubelet frames, patch side
+
+  LIERE_HOST_DEVICE Index nt() const { return T / tt; }
+  LIERE_HOST_DEVICE Index nh() const { return H / p; }
+  LIERE_HOST_DEVICE Index nw() const { return W / p; }
+  LIERE_HOST_DEVICE Index tokens() const { return nt() * nh() * nw(); }  // N
+  LIERE_HOST_DEVICE Index patch_size() const { return C * tt * p * p; }   // K
+  LIERE_HOST_DEVICE Index input_size() const { return B * C * T * H * W; }
+
+  void check() const {
+    LIERE_ENSURE(B >= 0 && C > 0 && T > 0 && H > 0 && W > 0 && tt > 0 && p > 0,
+                 "patch_embed: bad geometry B=" << B << " C=" << C << " T=" << T << " H=" << H << " W=" << W
+                                                << " tubelet=" << tt << " patch=" << p);
+    LIERE_ENSURE(T % tt == 0 && H % p == 0 && W % p == 0,
+                 "patch_embed: input (T, H, W) = (" << T << ", " << H << ", " << W << ") is not a multiple of the tubelet ("
+                                                   << tt << ", " << p << ", " << p << ")");
+  }
+};
+
+// `head` argument of the rotation kernels: every head.
+inline constexpr int kAllHeads = -1;
+
+}  // namespace liere
