@@ -496,7 +496,8 @@ void print_tables(const std::vector<Result>& results) {
   for (const Result& r : results) {
     const std::string pairs = r.pairs_checked == r.pairs_total ? std::to_string(r.pairs_total)
                                                                : std::to_string(r.pairs_checked) + "/" + std::to_string(r.pairs_total);
-    const std::string sets = std::to_string(r.sets_checked) + (r.sets_checked == r.sets ? "" : "/" + std::to_string(r.sets));
+    std::string sets = std::to_string(r.sets_checked);
+    if (r.sets_checked != r.sets) sets.append(1, '/').append(std::to_string(r.sets));
     double orth32 = r.orth_f32_tables;
     if (!std::isnan(r.orth_f32_transform)) take_max(orth32, r.orth_f32_transform);
     std::printf("%-20s %7s %6.3g %11s %6s | %9s %9s %9s | %9s %9s | %s (%s)%s\n", r.label.c_str(), r.grid.c_str(),
