@@ -23,9 +23,11 @@
 
 #include <liere/core/config.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -39,28 +41,33 @@ namespace liere::io::json {
 
 // ==== writing ==============================================================================================
 
+namespace detail {
+// The two-character escapes: the letter after the backslash and the character it stands for ("\/" is read,
+// never written).
+inline constexpr std::pair<char, char> kEscapes[] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'},  {'b', '\b'},
+                                                     {'f', '\f'}, {'n', '\n'},  {'r', '\r'}, {'t', '\t'}};
+}  // namespace detail
+
 // Appends s as a JSON string literal, quotes included.
 inline void append_quoted(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += ch;
-        }
+    if (c >= 0x20 && ch != '"' && ch != '\\') {
+      out += ch;
+      continue;
+    }
+    char letter = 0;
+    for (const auto& [l, value] : detail::kEscapes)
+      if (value == ch && l != '/') letter = l;
+    if (letter) {
+      out += '\\';
+      out += letter;
+    } else {
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
     }
   }
   out += '"';
@@ -107,22 +114,10 @@ class Writer {
  public:
   explicit Writer(Style style = Style::compact) : style_(style) {}
 
-  Writer& begin_object() {
-    open('{', true);
-    return *this;
-  }
-  Writer& end_object() {
-    close('}', true);
-    return *this;
-  }
-  Writer& begin_array() {
-    open('[', false);
-    return *this;
-  }
-  Writer& end_array() {
-    close(']', false);
-    return *this;
-  }
+  Writer& begin_object() { return open('{', true); }
+  Writer& end_object() { return close('}', true); }
+  Writer& begin_array() { return open('[', false); }
+  Writer& end_array() { return close(']', false); }
 
   // The key of the next object member.
   Writer& key(std::string_view k) {
@@ -218,15 +213,16 @@ class Writer {
       out_ += ',';
     }
   }
-  void open(char c, bool object) {
+  Writer& open(char c, bool object) {
     before_value();
     // Pretty layout only for objects that are not inside an array.
     const bool in_array = !stack_.empty() && !stack_.back().object;
     const bool parent_pretty = stack_.empty() ? style_ == Style::pretty : stack_.back().pretty;
     stack_.push_back({object, object && parent_pretty && !in_array, 0});
     out_ += c;
+    return *this;
   }
-  void close(char c, bool object) {
+  Writer& close(char c, bool object) {
     LIERE_ENSURE(!stack_.empty() && stack_.back().object == object && !key_pending_,
                  "json::Writer: '" << c << "' does not close an open " << (object ? "object" : "array")
                                    << (key_pending_ ? " (a key has no value)" : ""));
@@ -234,6 +230,7 @@ class Writer {
     stack_.pop_back();
     if (top.pretty && top.count) newline(stack_.size());
     out_ += c;
+    return *this;
   }
   void newline(std::size_t depth) {
     out_ += '\n';
@@ -592,30 +589,22 @@ class Parser {
       ++pos_;
       if (at_end()) fail_at(open, "unterminated string");
       const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          std::uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate: a low one must follow
-            if (!consume("\\u")) fail_at(esc, "invalid \\u escape: high surrogate without a low one");
-            const std::uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) fail_at(esc, "invalid \\u escape: high surrogate without a low one");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            fail_at(esc, "invalid \\u escape: lone low surrogate");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail_at(esc, std::string("invalid escape '\\") + e + "'");
+      if (e != 'u') {
+        const auto* it = std::find_if(std::begin(kEscapes), std::end(kEscapes), [e](const auto& x) { return x.first == e; });
+        if (it == std::end(kEscapes)) fail_at(esc, std::string("invalid escape '\\") + e + "'");
+        out += it->second;
+        continue;
       }
+      std::uint32_t cp = hex4();
+      if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate: a low one must follow
+        if (!consume("\\u")) fail_at(esc, "invalid \\u escape: high surrogate without a low one");
+        const std::uint32_t lo = hex4();
+        if (lo < 0xDC00 || lo > 0xDFFF) fail_at(esc, "invalid \\u escape: high surrogate without a low one");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        fail_at(esc, "invalid \\u escape: lone low surrogate");
+      }
+      append_utf8(out, cp);
     }
   }
 };
