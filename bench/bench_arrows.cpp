@@ -9,9 +9,11 @@
 // appends them). Then the accuracy of two shortcuts a model could learn without the Y: always one class
 // (25%), and "the most common arrow direction" (ties split evenly).
 #include <data_tools/arrows.hpp>
+#include <liere/io/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -65,11 +67,11 @@ int max_threads() {
 void emit(const Options& opt, const std::string& what, int res, int threads, double per_second) {
   std::printf("  %-16s %4d px  %2d thread%s  %12.0f samples/s  %8.2f us/sample\n", what.c_str(), res, threads,
               threads == 1 ? " " : "s", per_second, 1e6 / per_second);
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "{\"bench\":\"arrows\",\"what\":\"%s\",\"resolution\":%d,\"threads\":%d,\"samples_per_s\":%.1f}",
-                what.c_str(), res, threads, per_second);
-  std::printf("%s\n", line);
+  liere::io::json::Writer w;
+  w.begin_object().member("bench", "arrows").member("what", what).member("resolution", res).member("threads", threads);
+  w.member("samples_per_s", std::round(per_second * 10) / 10).end_object();
+  const std::string line = w.take();
+  std::printf("%s\n", line.c_str());
   if (!opt.json.empty()) std::ofstream(opt.json, std::ios::app) << line << '\n';
 }
 

@@ -2,13 +2,13 @@
 #pragma once
 
 #include <liere/core/eigen.hpp>
+#include <liere/io/json.hpp>
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -73,32 +73,27 @@ inline double measure_sgemm_gflops() {
   return best;
 }
 
-// One JSON object per line: {"key": value, ...}; values are numbers or strings.
+// One JSON object per line: {"key": value, ...}; values are numbers or strings (liere/io/json.hpp: numbers
+// in their shortest round-trip form, NaN as null, strings escaped).
 class JsonLine {
  public:
+  JsonLine() { w_.begin_object(); }
   JsonLine& add(const std::string& k, double v) {
-    sep();
-    os_ << '"' << k << "\":" << v;
+    w_.member(k, v);
     return *this;
   }
   JsonLine& add(const std::string& k, const std::string& v) {
-    sep();
-    os_ << '"' << k << "\":\"" << v << '"';
+    w_.member(k, v);
     return *this;
   }
-  std::string str() const { return "{" + os_.str() + "}"; }
+  std::string str() const { return w_.str() + "}"; }
   void emit(const std::string& path) const {
     std::printf("%s\n", str().c_str());
     if (!path.empty()) std::ofstream(path, std::ios::app) << str() << '\n';
   }
 
  private:
-  void sep() {
-    if (!first_) os_ << ',';
-    first_ = false;
-  }
-  std::ostringstream os_;
-  bool first_ = true;
+  liere::io::json::Writer w_;  // the open object; str() closes it
 };
 
 }  // namespace liere::bench

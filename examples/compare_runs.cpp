@@ -1,14 +1,14 @@
 // examples/compare_runs.cpp — is run A more accurate than run B on the same test set?
 //
-// Reads two predictions files (liere/train/metrics.hpp: write_predictions, one "index label pred" line per
+// Reads two predictions files (app/metrics.hpp: write_predictions, one "index label pred" line per
 // example), checks that they cover the same examples (same count, same label at every index), and prints
 //   * each run's accuracy with its percentile-bootstrap confidence interval,
 //   * the difference A − B with the paired-bootstrap interval and the two-sided paired-bootstrap p-value for
-//     H0: equal accuracy (estimator: liere/train/bootstrap.hpp),
+//     H0: equal accuracy (estimator: app/bootstrap.hpp),
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
-#include <liere/train/bootstrap.hpp>
-#include <liere/train/metrics.hpp>
+#include <app/bootstrap.hpp>
+#include <app/metrics.hpp>
 
 #include <algorithm>
 #include <charconv>

@@ -11,6 +11,7 @@
 //
 //   pe_diagnostics --pe all                        every rotary encoding, ViT-Tiny geometry (12 layers × 3 heads)
 //   pe_diagnostics --pe liere --block 64 --json liere64.jsonl
+#include <liere/io/json.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/pe/encoding.hpp>
 
@@ -495,7 +496,8 @@ void print_tables(const std::vector<Result>& results) {
   for (const Result& r : results) {
     const std::string pairs = r.pairs_checked == r.pairs_total ? std::to_string(r.pairs_total)
                                                                : std::to_string(r.pairs_checked) + "/" + std::to_string(r.pairs_total);
-    const std::string sets = std::to_string(r.sets_checked) + (r.sets_checked == r.sets ? "" : "/" + std::to_string(r.sets));
+    std::string sets = std::to_string(r.sets_checked);
+    if (r.sets_checked != r.sets) sets.append(1, '/').append(std::to_string(r.sets));
     double orth32 = r.orth_f32_tables;
     if (!std::isnan(r.orth_f32_transform)) take_max(orth32, r.orth_f32_transform);
     std::printf("%-20s %7s %6.3g %11s %6s | %9s %9s %9s | %9s %9s | %s (%s)%s\n", r.label.c_str(), r.grid.c_str(),
@@ -505,34 +507,22 @@ void print_tables(const std::vector<Result>& results) {
   }
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
-
+// One flat JSON object (io/json.hpp: NaN is written as null, strings fully escaped).
 std::string json_line(const Result& r) {
-  std::ostringstream os;
-  os.precision(9);
-  auto str = [&](const char* k, const std::string& v) { os << ",\"" << k << "\":\"" << json_escape(v) << '"'; };
-  auto val = [&](const char* k, double v) {
-    os << ",\"" << k << "\":";
-    if (std::isnan(v)) os << "NaN";
-    else os << v;
-  };
+  liere::io::json::Writer w;
+  auto str = [&](const char* k, const std::string& v) { w.member(k, v); };
+  auto val = [&](const char* k, double v) { w.member(k, v); };
   auto st = [&](const std::string& k, const Stats& s) {
     val((k + "_min").c_str(), s.min);
     val((k + "_median").c_str(), s.median);
     val((k + "_max").c_str(), s.max);
     val((k + "_mean").c_str(), s.mean);
   };
-  os << "{\"pe\":\"" << r.name << '"';
+  w.begin_object();
+  str("pe", r.name);
   str("label", r.label);
   str("config", r.describe);
-  os << ",\"rotary\":" << (r.rotary ? "true" : "false");
+  w.member("rotary", r.rotary);
   val("head_dim", r.head_dim);
   val("pos_dim", r.pos_dim);
   val("block", r.block);
@@ -553,14 +543,14 @@ std::string json_line(const Result& r) {
     val("orth_f32_tables", r.orth_f32_tables);
     val("orth_f32_transform", r.orth_f32_transform);
     val("orth_f64", r.orth_f64);
-    os << ",\"exactly_relative\":" << (r.exact ? "true" : "false");
-    os << ",\"claimed_commuting\":" << (r.claimed_commuting ? "true" : "false");
+    w.member("exactly_relative", r.exact);
+    w.member("claimed_commuting", r.claimed_commuting);
     val("check_vs_rotation", r.check_vs_rotation);
     val("seconds", r.seconds);
   }
   if (!r.note.empty()) str("note", r.note);
-  os << "}";
-  return os.str();
+  w.end_object();
+  return w.take();
 }
 
 }  // namespace

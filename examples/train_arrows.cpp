@@ -10,12 +10,16 @@
 //   train_arrows --pe liere --res 168 --model-res 108 --positions interpolate --init-from l108.safetensors --lr 1e-4
 //   train_arrows --pe liere --positions interpolate --init-from l108.safetensors --shift 1    # objects off the patch grid
 //   train_arrows --pe liere --res 168 --train-res 108,168 --positions interpolate           # two sizes in one run
+#include <app/trainer.hpp>
 #include <data_tools/arrows.hpp>
 #include <data_tools/augment.hpp>
 #include <data_tools/plot.hpp>
-#include <regex>
+#include <liere/io/atomic_file.hpp>
 
-#include "trainer.hpp"
+#include <iomanip>
+#include <iostream>
+#include <regex>
+#include <sstream>
 
 using namespace liere;
 
@@ -341,7 +345,7 @@ int main(int argc, char** argv) {
                                 {"train_img_per_s", r.img_per_s}});
       }
       rows += "\n]\n";
-      train::detail::write_file_atomic(compare_json, rows, "--compare-json");
+      io::write_file_atomic(compare_json, rows, {"--compare-json", {}});
       std::cerr << "table: " << compare_json << "\n";
     }
     if (!compare_png.empty()) {

@@ -3,12 +3,15 @@
 //   train_cifar --data fashion-mnist --model custom --dim 128 --depth 6 --heads 4 --pe liere --block 8
 //   train_cifar --data cifar100 --root ~/data/cifar-100-binary --pe rope-mixed --epochs 200
 //   train_cifar --pe liere --block 8 --model base --dry-run        # pe_params=64512 …
+#include <app/trainer.hpp>
 #include <data_tools/augment.hpp>
 #include <data_tools/cifar.hpp>
 #include <data_tools/idx.hpp>
+#include <data_tools/image_ops.hpp>
 #include <data_tools/image_set.hpp>
 
-#include "trainer.hpp"
+#include <iostream>
+#include <random>
 
 using namespace liere;
 
@@ -179,7 +182,7 @@ int main(int argc, char** argv) {
             data::normalize(test.image(first + i), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
           } else {
             data::normalize(test.image(first + i), tmp.data(), C, H, W, norm.mean, norm.std);
-            app::resize_bilinear(tmp.data(), C, H, W, x + std::size_t(i) * C * res * res, res, res);
+            data::resize_bilinear(tmp.data(), C, H, W, x + std::size_t(i) * C * res * res, res, res);
           }
         }
       };

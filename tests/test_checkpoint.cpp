@@ -12,35 +12,21 @@
 #include <liere/nn/patch_embed.hpp>
 #include <liere/optim/adam.hpp>
 #include <string>
-#include <unistd.h>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 using namespace liere;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("liere_test_checkpoint_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+// Every test's files live in one scratch directory.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("liere_test_checkpoint") {}
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
+using test::read_bytes;
+using test::write_bytes;
 
 template <class S>
 struct Model {
@@ -166,7 +152,7 @@ TEST_CASE("checkpoint: the byte layout is safetensors", "[checkpoint]") {
     const auto& p = m.params.all()[i];
     CHECK(e.name == p.name());
     CHECK(e.dtype == "F32");
-    CHECK(e.shape == p.shape());
+    CHECK(nn::SafetensorsFile::shape_of(e) == p.shape());
     CHECK(e.begin == pos);
     pos = e.end;
     CHECK(std::memcmp(bytes.data() + 8 + n + e.begin, p.data(), e.end - e.begin) == 0);

@@ -1,15 +1,15 @@
-// tests/test_train_utils.cpp — the trainers' utilities in liere/train/: bootstrap intervals and the paired
+// tests/test_train_utils.cpp — the trainers' utilities in examples/app/: bootstrap intervals and the paired
 // test (against the normal approximation, hand-built counts and a calibration run under H0), the metrics
 // writer (read back with data_tools/jsonl.hpp), atomic summaries (with real write failures), predictions
 // files (round trip and every kind of bad line), and the progress bar's plain and terminal output under a
 // fake clock.
 #include <catch2/catch.hpp>
 
+#include <app/bootstrap.hpp>
+#include <app/metrics.hpp>
+#include <app/progress.hpp>
 #include <data_tools/jsonl.hpp>
 #include <liere/tensor/random.hpp>
-#include <liere/train/bootstrap.hpp>
-#include <liere/train/metrics.hpp>
-#include <liere/train/progress.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,14 +1,13 @@
-// The trainers' loop (examples/trainer.hpp): resuming is exact, a NaN loss stops training and leaves the
+// The trainers' loop (examples/app/trainer.hpp): resuming is exact, a NaN loss stops training and leaves the
 // last good checkpoint intact, a checkpoint of another model or encoding is refused with a clear error,
 // and the flags parser rejects what it does not know.
+#include <app/trainer.hpp>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include "../examples/trainer.hpp"
 
 namespace {
 

@@ -1,0 +1,135 @@
+// examples/app/flags.cpp — the command-line parser of the programs.
+#include <app/flags.hpp>
+
+#include <cstdlib>
+#include <iomanip>
+#include <utility>
+
+namespace liere::app {
+
+namespace {
+// A default value as the --help text shows it.
+template <class T>
+std::string text(const T& v) {
+  std::ostringstream d;
+  d << v;
+  return d.str();
+}
+}  // namespace
+
+Flags::Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+
+void Flags::section(const std::string& title) { help_ << "\n" << title << ":\n"; }
+
+void Flags::add(const std::string& name, int* v, const std::string& help) {
+  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = int(to_int(s)); });
+}
+void Flags::add(const std::string& name, std::int64_t* v, const std::string& help) {
+  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int(s); });
+}
+void Flags::add(const std::string& name, double* v, const std::string& help) {
+  opt(name, "X", help, text(*v), [v](const std::string& s) { *v = to_double(s); });
+}
+void Flags::add(const std::string& name, std::string* v, const std::string& help, const std::string& metavar) {
+  opt(name, metavar, help, v->empty() ? std::string("none") : *v, [v](const std::string& s) { *v = s; });
+}
+void Flags::add(const std::string& name, std::vector<int>* v, const std::string& help) {
+  std::string d;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    if (i) d += ',';
+    d += std::to_string((*v)[i]);
+  }
+  opt(name, "LIST", help, d.empty() ? std::string("none") : d, [v](const std::string& s) {
+    v->clear();
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) v->push_back(int(to_int(item)));
+  });
+}
+void Flags::add_switch(const std::string& name, bool* v, const std::string& help) {
+  switches_[name] = v;
+  help_ << "  --" << std::left << std::setw(19) << name << " " << help << "\n";
+}
+void Flags::add_pe(PEConfig* pe) {
+  pe_ = pe;
+  help_ << "\nPosition encoding:\n" << PEConfig::flags_help();
+}
+
+std::string Flags::usage() const {
+  return "usage: " + program_ + " [options]\n" + summary_ + "\n" + help_.str() + "\n  --help               this text\n";
+}
+
+bool Flags::parse(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage();
+      return false;
+    }
+    if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + a + "'");
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) value = name.substr(eq + 1), name = name.substr(0, eq), has_value = true;
+    if (auto s = switches_.find(name); s != switches_.end()) {
+      if (has_value) throw UsageError("--" + name + " takes no value");
+      *s->second = true;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) throw UsageError(known(name) ? "--" + name + " needs a value" : "unknown option --" + name);
+      value = argv[++i];
+    }
+    if (auto o = setters_.find(name); o != setters_.end()) {
+      try {
+        o->second(value);
+      } catch (const Error& e) {
+        throw UsageError("--" + name + " " + value + ": " + e.what());
+      }
+      continue;
+    }
+    if (pe_) {
+      bool known = false;
+      try {
+        known = pe_->set(name, value);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+      if (known) continue;
+    }
+    throw UsageError("unknown option --" + name);
+  }
+  return true;
+}
+
+bool Flags::known(const std::string& name) const {
+  if (setters_.count(name)) return true;
+  if (!pe_) return false;
+  try {
+    PEConfig scratch;
+    return scratch.set(name, "");
+  } catch (const Error&) {
+    return true;
+  }
+}
+
+long long Flags::to_int(const std::string& s) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  LIERE_ENSURE(!s.empty() && end && *end == '\0', "expected an integer, got '" << s << "'");
+  return v;
+}
+
+double Flags::to_double(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  LIERE_ENSURE(!s.empty() && end && *end == '\0', "expected a number, got '" << s << "'");
+  return v;
+}
+
+void Flags::opt(const std::string& name, const std::string& metavar, const std::string& help, const std::string& def,
+                std::function<void(const std::string&)> set) {
+  setters_[name] = std::move(set);
+  help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << help << "  [" << def << "]\n";
+}
+
+}  // namespace liere::app

@@ -1,0 +1,329 @@
+// examples/app/trainer.cpp — the training loop, evaluation, checkpoints and the speed benchmark.
+#include <app/trainer.hpp>
+
+#include <data_tools/image_ops.hpp>
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <regex>
+#include <sstream>
+
+namespace liere::app {
+
+void TrainOptions::add_flags(Flags& f) {
+  f.section("Training");
+  f.add("epochs", &epochs, "epochs");
+  f.add("batch", &batch, "batch size");
+  f.add("lr", &lr, "peak learning rate (cosine schedule to 0)");
+  f.add("wd", &wd, "weight decay (not on biases, norms, tokens, position encodings)");
+  f.add("warmup", &warmup, "epochs of linear warmup");
+  f.add("clip", &clip, "gradient-norm clipping (0: off)");
+  f.add("optimizer", &optimizer, "adamw or adam (L2)");
+  f.add("seed", &seed, "seed of the model, the data order and augmentation");
+  f.add("threads", &threads, "OpenMP threads");
+  f.add("eval-batch", &eval_batch, "batch size for evaluation");
+  f.section("Files");
+  f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
+  f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
+  f.add("init-from", &init_from,
+        "start from the weights of a checkpoint of the same model and encoding, with a fresh optimizer and schedule "
+        "(fine-tuning)", "PATH");
+  f.add("metrics", &metrics, "JSON lines, one per epoch", "PATH");
+  f.add("log-every", &log_every, "with --metrics: also a row every N steps (step, train loss and accuracy over them)");
+  f.add("summary-json", &summary_json, "final results as JSON", "PATH");
+  f.add("predictions", &predictions, "per-example test predictions (for compare_runs)", "PATH");
+  f.section("Modes");
+  f.add("bench-steps", &bench_steps, "time N training steps on random data, print train_img_per_s=X, exit");
+  f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G and exit");
+}
+
+void TrainOptions::validate() const {
+  LIERE_ENSURE(epochs >= 1 && batch >= 1 && eval_batch >= 1 && threads >= 1, "epochs, batch, eval-batch and threads must be >= 1");
+  LIERE_ENSURE(log_every >= 0, "--log-every must be >= 0");
+  LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && warmup < epochs + 1 && clip >= 0,
+               "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
+  LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+  LIERE_ENSURE(resume.empty() || init_from.empty(),
+               "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
+               "--init-from starts a new one from a checkpoint's weights");
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+std::string fmt_pct(double x, int decimals) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(decimals) << 100 * x;
+  return o.str();
+}
+
+Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::string data_name)
+    : cfg_(model_cfg), opt_(opt), data_name_(std::move(data_name)), model_(params_, cfg_, std::uint64_t(opt.seed)) {
+  omp_set_num_threads(opt_.threads);
+  optim::AdamConfig ac;
+  ac.lr = opt_.lr;
+  ac.weight_decay = opt_.wd;
+  ac.decoupled = opt_.optimizer == "adamw";
+  auto groups = optim::decay_groups(params_.all(), opt_.wd, [](const std::string& n, const Shape& s) {
+    return optim::default_no_decay(n, s, {"pe."});
+  });
+  adam_ = std::make_unique<optim::Adam>(groups, ac);
+}
+
+std::string Trainer::dry_run_line() const {
+  std::ostringstream o;
+  o << "pe_params=" << pe_params() << " total_params=" << total_params() << " gflops_per_image=" << std::setprecision(4)
+    << cfg_.gflops_per_image();
+  return o.str();
+}
+
+nn::Metadata Trainer::identity() const {
+  return {{"model", cfg_.describe()}, {"pe", cfg_.pe.describe()}, {"data", data_name_}};
+}
+
+double Trainer::bench(int steps) {
+  const int B = opt_.batch;
+  Shape xs{B, cfg_.channels};
+  for (int d : cfg_.image) xs.push_back(d);
+  Tensor x(xs);
+  std::mt19937_64 g(1);
+  std::normal_distribution<float> n(0, 1);
+  for (Index i = 0; i < x.numel(); ++i) x.data()[i] = n(g);
+  std::vector<int> y(B);
+  for (int i = 0; i < B; ++i) y[i] = int(g() % cfg_.classes);
+  auto step = [&] {
+    Tape tape(1);
+    Var xv(x);
+    auto loss = ops::cross_entropy(tape, model_.forward(tape, xv), y);
+    tape.backward(loss);
+    if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+    adam_->step();
+    params_.zero_grad();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double ips = double(steps) * B / s;
+  const double gflops = 3.0 * cfg_.gflops_per_image() * ips;  // forward + backward ≈ 3 × forward
+  std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\nthreads=" << opt_.threads
+            << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
+            << 1000 * s / steps << " achieved_gflops=" << gflops << " peak_rss_mib=" << peak_rss_mib()
+            << "\ntrain_img_per_s=" << std::setprecision(2) << ips << "\n";
+  return ips;
+}
+
+EvalResult Trainer::evaluate(const EvalData& data, bool progress) {
+  EvalResult r;
+  r.name = data.name;
+  Tape tape;
+  auto _ = tape.no_grad();
+  tape.set_training(false);
+  const int C = cfg_.channels, B = opt_.eval_batch;
+  std::size_t per = C;
+  for (int d : data.size) per *= d;
+  std::mt19937_64 shuffle_rng(data.shuffle_seed);
+  double loss_sum = 0;
+  std::unique_ptr<train::ProgressBar> bar;
+  const int batches = (data.n + B - 1) / B;
+  if (progress) bar = std::make_unique<train::ProgressBar>(batches, "eval " + data.name);
+  for (int first = 0, k = 0; first < data.n; first += B, ++k) {
+    const int n = std::min(B, data.n - first);
+    Shape xs{n, C};
+    for (int d : data.size) xs.push_back(d);
+    Tensor x(xs);
+    data.fill(first, n, x.data());
+    if (data.shuffle_patch > 0)
+      for (int i = 0; i < n; ++i) data::shuffle_patches(x.data() + i * per, C, data.size[0], data.size[1], data.shuffle_patch, shuffle_rng);
+    std::vector<int> y(data.labels.begin() + first, data.labels.begin() + first + n);
+    Var xv(x);
+    Var logits = model_.forward(tape, xv);
+    std::vector<float> rows;
+    ops::cross_entropy(tape, logits, y, 0.0, &rows);
+    for (int i = 0; i < n; ++i) {
+      loss_sum += rows[i];
+      const float* l = logits.data() + std::size_t(i) * cfg_.classes;
+      const int pred = int(std::max_element(l, l + cfg_.classes) - l);
+      r.labels.push_back(y[i]);
+      r.preds.push_back(pred);
+      r.correct.push_back(pred == y[i]);
+    }
+    if (bar) bar->add_items(n), bar->update(k + 1);
+  }
+  if (bar) bar->finish();
+  r.loss = loss_sum / std::max(1, data.n);
+  r.ci = train::bootstrap_ci(r.correct, 1000, 0.95, 0);
+  r.acc = r.ci.mean;
+  return r;
+}
+
+void Trainer::load_init_weights() {
+  const nn::SafetensorsFile file = nn::load_safetensors(opt_.init_from);
+  const auto pe = file.metadata.find("pe");
+  const std::regex policy(" positions=[a-z]+");
+  LIERE_ENSURE(pe != file.metadata.end() && std::regex_replace(pe->second, policy, "") ==
+                                                std::regex_replace(cfg_.pe.describe(), policy, ""),
+               "checkpoint pe '" << (pe == file.metadata.end() ? std::string("(none)") : pe->second)
+                                 << "' != model pe '" << cfg_.pe.describe() << "' (" << opt_.init_from
+                                 << "; only positions= may differ)");
+  nn::LoadOptions lo;
+  lo.expect = identity();
+  lo.expect.erase("pe");
+  lo.load_optimizer = false;
+  const auto meta = nn::load_checkpoint(file, params_, nullptr, lo);
+  const auto ep = meta.find("epoch");
+  std::cerr << "weights from " << opt_.init_from << " (after epoch " << (ep == meta.end() ? "?" : ep->second)
+            << " of that run), fresh optimizer and schedule\n";
+}
+
+EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_every_epoch) {
+  const std::int64_t spe = data.steps_per_epoch;
+  LIERE_ENSURE(spe >= 1, "no training steps: the data set is smaller than one batch of " << opt_.batch);
+  optim::CosineSchedule sched;
+  sched.base_lr = opt_.lr;
+  sched.total = std::int64_t(opt_.epochs) * spe;
+  sched.warmup = std::int64_t(opt_.warmup) * spe;
+  int start_epoch = 0;
+  if (!opt_.resume.empty()) {
+    nn::LoadOptions lo;
+    lo.expect = identity();
+    const auto meta = nn::load_checkpoint(opt_.resume, params_, adam_.get(), lo);
+    start_epoch = std::stoi(meta.at("epoch"));
+    LIERE_ENSURE(start_epoch <= opt_.epochs, "--resume " << opt_.resume << ": the checkpoint is after epoch "
+                                                         << start_epoch << ", more than --epochs " << opt_.epochs);
+    std::cerr << "resumed " << opt_.resume << " after epoch " << start_epoch << "\n";
+  }
+  if (!opt_.init_from.empty()) load_init_weights();
+  std::unique_ptr<train::MetricsWriter> metrics;
+  if (!opt_.metrics.empty())
+    metrics = std::make_unique<train::MetricsWriter>(
+        opt_.metrics, start_epoch > 0 ? train::MetricsWriter::Mode::append : train::MetricsWriter::Mode::truncate);
+
+  const int B = opt_.batch;
+  auto batch_shape = [&](int epoch, std::int64_t s) {
+    Shape xs{B, cfg_.channels};
+    for (int d : data.size_at ? data.size_at(epoch, s) : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
+    return xs;
+  };
+  Tensor x(batch_shape(start_epoch, 0));
+  std::vector<int> y(B);
+  EvalResult last;
+  bool evaluated_last = false;
+  for (int epoch = start_epoch; epoch < opt_.epochs; ++epoch) {
+    train::ProgressBar bar(spe, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(opt_.epochs));
+    double loss_sum = 0, window_loss = 0;
+    std::int64_t correct = 0, seen = 0, window_correct = 0, window_seen = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t s = 0; s < spe; ++s) {
+      const std::int64_t global = std::int64_t(epoch) * spe + s;
+      if (data.size_at) {
+        const Shape xs = batch_shape(epoch, s);
+        if (xs != x.shape()) x = Tensor(xs);
+      }
+      data.fill(epoch, s, B, x.data(), y.data());
+      Tape tape(mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)));
+      Var xv(x);
+      Var logits = model_.forward(tape, xv);
+      Var loss = ops::cross_entropy(tape, logits, y);
+      const double l = loss.item();
+      if (!std::isfinite(l)) {
+        tape.clear();
+        bar.finish();
+        LIERE_ENSURE(false, "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << s + 1
+                                           << "; training stopped"
+                                           << (opt_.save.empty() ? std::string()
+                                                                 : "; the last good checkpoint '" + opt_.save +
+                                                                       "' is intact")
+                                           << " (try a lower --lr or --clip)");
+      }
+      tape.backward(loss);
+      if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+      adam_->set_lr(sched.at_step(global));
+      adam_->step();
+      params_.zero_grad();
+      std::int64_t step_correct = 0;
+      for (int i = 0; i < B; ++i) {
+        const float* r = logits.data() + std::size_t(i) * cfg_.classes;
+        step_correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
+      }
+      loss_sum += l * B;
+      correct += step_correct;
+      seen += B;
+      window_loss += l * B, window_correct += step_correct, window_seen += B;
+      if (metrics && opt_.log_every > 0 && (global + 1) % opt_.log_every == 0) {
+        metrics->write({{"step", global + 1},
+                        {"epoch_progress", double(global + 1) / double(spe)},
+                        {"pe", cfg_.pe.label()},
+                        {"train_loss", window_loss / window_seen},
+                        {"train_acc", double(window_correct) / window_seen}});
+        window_loss = 0, window_correct = 0, window_seen = 0;
+      }
+      bar.add_items(B);
+      bar.update(s + 1, {{"loss", loss_sum / seen}, {"acc", double(correct) / seen}, {"lr", sched.at_step(global)}});
+    }
+    bar.finish();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    train_seconds_ += secs;
+    train_images_ += seen;
+    const bool final_epoch = epoch + 1 == opt_.epochs;
+    train::Metrics row{{"epoch", epoch + 1},
+                       {"pe", cfg_.pe.label()},
+                       {"train_loss", loss_sum / seen},
+                       {"train_acc", double(correct) / seen},
+                       {"lr", sched.at_step(std::int64_t(epoch + 1) * spe - 1)},
+                       {"train_img_per_s", seen / secs},
+                       {"seconds", secs}};
+    if (eval_every_epoch || final_epoch) {
+      last = evaluate(test);
+      evaluated_last = final_epoch;
+      row.emplace_back(test.name + "_acc", last.acc);
+      row.emplace_back(test.name + "_loss", last.loss);
+      std::cerr << "epoch " << epoch + 1 << ": train loss " << std::setprecision(4) << loss_sum / seen << " acc "
+                << fmt_pct(double(correct) / seen) << "% | " << test.name << " loss " << last.loss << " acc "
+                << fmt_pct(last.acc) << "% [" << fmt_pct(last.ci.lo) << ", " << fmt_pct(last.ci.hi) << "]\n";
+    }
+    if (metrics) metrics->write(row);
+    if (!opt_.save.empty()) {
+      nn::Metadata meta = identity();
+      meta["epoch"] = std::to_string(epoch + 1);
+      meta["seed"] = std::to_string(opt_.seed);
+      nn::save_checkpoint(opt_.save, params_, adam_.get(), meta);
+    }
+  }
+  if (!evaluated_last) last = evaluate(test);
+  return last;
+}
+
+train::Metrics summary_fields(const Trainer& t, const EvalResult& r) {
+  return {{"test_acc", r.acc},
+          {"test_acc_ci95", std::vector<double>{r.ci.lo, r.ci.hi}},
+          {"test_loss", r.loss},
+          {"test_n", int(r.correct.size())},
+          {"pe", t.config().pe.label()},
+          {"pe_config", t.config().pe.describe()},
+          {"model", t.config().describe()},
+          {"pe_params", t.pe_params()},
+          {"total_params", t.total_params()},
+          {"train_img_per_s", t.train_img_per_s()},
+          {"epochs", t.options().epochs},
+          {"seed", t.options().seed}};
+}
+
+void print_result(const EvalResult& r) {
+  std::cout << r.name << " top-1 accuracy: " << fmt_pct(r.acc) << "% (95% bootstrap CI " << fmt_pct(r.ci.lo) << " – "
+            << fmt_pct(r.ci.hi) << ", 1000 resamples, n=" << r.correct.size() << "), loss " << std::setprecision(4)
+            << r.loss << "\n";
+}
+
+}  // namespace liere::app

@@ -1,0 +1,135 @@
+// examples/app/trainer.hpp — what train_cifar and train_arrows share: the options every trainer takes, the
+// training loop, evaluation with a bootstrap CI, checkpoints, metrics, summaries and the speed benchmark.
+// The programs only say where the data come from.
+//
+// Determinism: the data of step s of epoch e depend only on (seed, e, s) and dropout draws from a generator
+// seeded by (seed, global step), so training N epochs in one go, or in pieces with --save/--resume at
+// epoch boundaries, gives the same weights bit for bit with the same thread count.
+#pragma once
+
+#include <app/bootstrap.hpp>
+#include <app/flags.hpp>
+#include <app/metrics.hpp>
+#include <app/progress.hpp>
+#include <liere/nn/engine.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace liere::app {
+
+// ---- options shared by the trainers ---------------------------------------------------------------------
+struct TrainOptions {
+  int epochs = 10;
+  int batch = 128;
+  double lr = 1e-3;
+  double wd = 0.05;
+  int warmup = 0;  // epochs of linear warmup
+  double clip = 1.0;
+  std::string optimizer = "adamw";
+  std::int64_t seed = 0;
+  int threads = 2;
+  int eval_batch = 250;
+  std::string save, resume, init_from, metrics, summary_json, predictions;
+  int bench_steps = 0;
+  int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
+  bool dry_run = false;
+  std::string model = "tiny";
+
+  void add_flags(Flags& f);
+  void validate() const;
+};
+
+// ---- data ---------------------------------------------------------------------------------------------
+// The training data: fill(epoch, step, batch, x, y) writes `batch` normalised inputs (C, …) and labels.
+struct TrainData {
+  std::int64_t steps_per_epoch = 0;
+  std::vector<int> size;  // spatial size of the inputs; empty: the model's image size
+  std::function<void(int epoch, std::int64_t step, int batch, float* x, int* y)> fill;
+  // Optional, for multi-resolution training: the spatial size of the batch of (epoch, step), which fill
+  // then writes; `size` is not used.
+  std::function<std::vector<int>(int epoch, std::int64_t step)> size_at;
+};
+
+// An evaluation set: n examples of shape (C, size...), fill(first, count, x) writes normalised inputs.
+struct EvalData {
+  std::string name = "test";
+  int n = 0;
+  std::vector<int> size;  // spatial size (H, W) or (frames, H, W)
+  std::vector<int> labels;
+  std::function<void(int first, int count, float* x)> fill;
+  // Optional: shuffle the patches of every image with this patch size (paper Table 5).
+  int shuffle_patch = 0;
+  std::uint64_t shuffle_seed = 0;
+};
+
+struct EvalResult {
+  std::string name;
+  double acc = 0, loss = 0;
+  train::BootstrapCI ci;
+  std::vector<int> labels, preds;
+  std::vector<std::uint8_t> correct;
+};
+
+// Peak resident set size of this process so far, MiB.
+double peak_rss_mib();
+
+// 100·x with `decimals` digits after the point: "45.25".
+std::string fmt_pct(double x, int decimals = 2);
+
+// ---- the trainer --------------------------------------------------------------------------------------
+class Trainer {
+ public:
+  Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::string data_name);
+
+  nn::Vit& model() { return model_; }
+  nn::Params& params() { return params_; }
+  std::int64_t pe_params() const { return model_.pe().num_params(); }
+  std::int64_t total_params() const { return params_.numel(); }
+  const nn::VitConfig& config() const { return cfg_; }
+
+  // "pe_params=N total_params=M gflops_per_image=G".
+  std::string dry_run_line() const;
+
+  // What a checkpoint must match to be resumed.
+  nn::Metadata identity() const;
+
+  // Times `steps` training steps (after 2 warm-up steps) on random inputs; prints and returns img/s.
+  double bench(int steps);
+
+  // Evaluates on `data` (no gradients, no dropout).
+  EvalResult evaluate(const EvalData& data, bool progress = false);
+
+  // --init-from: the checkpoint's weights into the model (no optimizer state, no epoch). The same model and
+  // encoding, up to the resolution policy: it only says how positions follow the image size, and fine-tuning
+  // at another resolution may change it (train_arrows --model-res). fit() calls it before the first step.
+  void load_init_weights();
+
+  // Trains opt.epochs epochs (resuming when asked), evaluating on `test` after each epoch when
+  // eval_every_epoch, always after the last. Returns the final evaluation.
+  EvalResult fit(const TrainData& data, const EvalData& test, bool eval_every_epoch = true);
+
+  double train_img_per_s() const { return train_seconds_ > 0 ? double(train_images_) / train_seconds_ : 0.0; }
+  const TrainOptions& options() const { return opt_; }
+
+ private:
+  nn::VitConfig cfg_;
+  TrainOptions opt_;
+  std::string data_name_;
+  nn::Params params_;
+  nn::Vit model_;
+  std::unique_ptr<optim::Adam> adam_;
+  double train_seconds_ = 0;
+  std::int64_t train_images_ = 0;
+};
+
+// The summary fields every trainer writes.
+train::Metrics summary_fields(const Trainer& t, const EvalResult& r);
+
+// "test top-1 accuracy: 45.25% (95% bootstrap CI 43.10 – 47.40, 1000 resamples, n=2000), loss 1.234".
+void print_result(const EvalResult& r);
+
+}  // namespace liere::app
