@@ -1,21 +1,31 @@
-// tests/temp_dir.hpp — a scratch directory removed at the end of a test, and whole-file reads and writes.
+// tests/temp_dir.hpp — a scratch directory removed at the end of a test, and whole-file reads and writes: the
+// file helpers every test that writes files uses.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <unistd.h>
 
 namespace liere::test {
 
-// <tmp>/<prefix>_<pid>, created now and removed with everything in it when the object goes.
+using Bytes = std::vector<std::uint8_t>;
+
+// <tmp>/<prefix>_<pid>_<n>, created empty now and removed with everything in it when the object goes.
 struct TempDir {
   std::filesystem::path path;
-  explicit TempDir(const std::string& prefix) {
-    path = std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+  explicit TempDir(const std::string& prefix = "liere_test") {
+    static std::atomic<int> counter{0};
+    path = std::filesystem::temp_directory_path() /
+           (prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
   ~TempDir() {
@@ -25,16 +35,30 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string operator/(const std::string& name) const { return file(name); }
 };
+
+// Writes the bytes (creating the parent folders); throws when the write fails.
+inline void write_file(const std::string& path, const void* data, std::size_t size) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), std::streamsize(size));
+  if (!out.good()) throw std::runtime_error("test: cannot write " + path);
+}
+inline void write_file(const std::string& path, const Bytes& bytes) { write_file(path, bytes.data(), bytes.size()); }
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  write_file(path, bytes.data(), bytes.size());
+}
+inline void write_text(const std::string& path, const std::string& text) { write_bytes(path, text); }
 
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
+inline Bytes read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace liere::test

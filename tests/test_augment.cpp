@@ -39,7 +39,7 @@ Img random_image(std::size_t size, std::uint64_t seed) {
 }
 
 Img cifar100_record0() {
-  const ImageSet set = read_cifar100_file(std::string(LIERE_TEST_DATA_DIR) + "/cifar100-train-record0.bin");
+  const ImageSet set = read_cifar100_file(LIERE_TEST_DATA_DIR "/cifar100-train-record0.bin");
   return Img(set.image(0), set.image(0) + set.image_size());
 }
 

@@ -6,6 +6,8 @@
 #include <data_tools/idx.hpp>
 
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 #include <zlib.h>
 
 #include <algorithm>
@@ -19,49 +21,19 @@
 
 namespace fs = std::filesystem;
 using namespace liere::data;
-using Bytes = std::vector<std::uint8_t>;
+using liere::test::Bytes;
+using liere::test::read_all;
+using liere::test::TempDir;
+using liere::test::write_file;
+using liere::test::write_text;
 
 namespace {
-
-// A fresh directory under the system temp folder, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("liere_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
 
 void write_gz(const std::string& path, const Bytes& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   REQUIRE(gzwrite(f, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
   REQUIRE(gzclose(f) == Z_OK);
-}
-
-Bytes read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // The test pattern: pixel (c, y, x) of image `tag` of a CIFAR file.

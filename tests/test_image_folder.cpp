@@ -5,6 +5,8 @@
 #include <data_tools/image_folder.hpp>
 
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -23,37 +25,13 @@
 namespace fs = std::filesystem;
 using namespace liere::data;
 using Catch::Contains;
-using Bytes = std::vector<std::uint8_t>;
+using liere::test::Bytes;
+using liere::test::read_all;
+using liere::test::TempDir;
+using liere::test::write_file;
+using liere::test::write_text;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("liere_test_image_folder_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
-
-Bytes read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Pixel (x, y, c) of test image `tag`, W×H: a smooth pattern that JPEG keeps to a few grey levels.
 std::uint8_t pattern(int tag, int x, int y, int c) { return std::uint8_t((tag * 40 + x * 3 + y * 2 + c * 70) % 256); }

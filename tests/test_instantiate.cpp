@@ -14,8 +14,8 @@ template class liere::LieRE<2, 64, 32, float>;
 template class liere::LieRE<2, 32, 16, double>;
 template class liere::RotationTable<float>;
 template class liere::RotationTable<double>;
-template class liere::PositionEncoding<float>;
-template class liere::PositionEncoding<double>;
+// PositionEncoding<float> and <double>: every member is compiled by their explicit instances in liere::compiled
+// (include/liere/pe/encoding.cpp), which this test links.
 template class liere::TensorT<float>;
 template class liere::TensorT<double>;
 template class liere::GradSlot<float>;

@@ -60,7 +60,7 @@ std::vector<T> read_transposed(std::ifstream& f, int C, int G) {
 
 std::vector<ReferenceCase> read_reference() {
   static_assert(sizeof(float) == 4 && sizeof(double) == 8);
-  const std::string path = std::string(LIERE_TEST_DATA_DIR) + "/interpolation_reference.bin";
+  const std::string path = LIERE_TEST_DATA_DIR "/interpolation_reference.bin";
   std::ifstream f(path, std::ios::binary);
   INFO(path);
   REQUIRE(f.is_open());

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -26,7 +28,11 @@
 namespace fs = std::filesystem;
 using namespace liere::data;
 using Catch::Contains;
-using Bytes = std::vector<std::uint8_t>;
+using liere::test::Bytes;
+using liere::test::read_all;
+using liere::test::TempDir;
+using liere::test::write_file;
+using liere::test::write_text;
 
 namespace {
 
@@ -34,38 +40,6 @@ namespace {
 const std::string kRoot = std::string(LIERE_TEST_DATA_DIR) + "/ucf101";
 const std::string kLists = kRoot + "/ucfTrainTestlist";
 const std::string kClipRel = "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi";
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("liere_test_ucf101_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-Bytes read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  write_file(path, Bytes(text.begin(), text.end()));
-}
 
 // A UCF101 layout under `root` with the given classes and one clip per (class, name): each clip T frames of S×S in
 // one solid colour that encodes its class (red = 40·(k+1)) and its number (green = 30·n + 20).

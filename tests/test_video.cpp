@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -22,41 +24,17 @@
 namespace fs = std::filesystem;
 using namespace liere::data;
 using Catch::Contains;
-using Bytes = std::vector<std::uint8_t>;
+using liere::test::Bytes;
+using liere::test::read_all;
+using liere::test::TempDir;
+using liere::test::write_file;
+using liere::test::write_text;
 
 namespace {
 
 // The real clip, committed under tests/data/ucf101 (a byte-for-byte copy of the shared sample).
 const std::string kClip =
     std::string(LIERE_TEST_DATA_DIR) + "/ucf101/UCF-101/ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi";
-
-// A fresh directory under the system temp folder, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("liere_test_video_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-Bytes read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
 
 // Mean of channel c of frame t over the window [x0, x1) × [y0, y1).
 double mean(const Clip& clip, int c, int t, int x0 = 0, int y0 = 0, int x1 = -1, int y1 = -1) {
@@ -78,7 +56,9 @@ Bytes wav_file(int n) {
     b.push_back(std::uint8_t(v));
     b.push_back(std::uint8_t(v >> 8));
   };
-  auto tag = [&](const char* s) { b.insert(b.end(), s, s + 4); };
+  auto tag = [&](const char* s) {
+    for (int i = 0; i < 4; ++i) b.push_back(std::uint8_t(s[i]));
+  };
   tag("RIFF");
   u32(36 + 2 * std::uint32_t(n));
   tag("WAVE");

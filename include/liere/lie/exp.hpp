@@ -428,4 +428,16 @@ typename DA::PlainObject exp_frechet(const Eigen::MatrixBase<DA>& a, const Eigen
   return l;
 }
 
+// Explicit instances (lie/lie.cpp) for programs that link liere::compiled: the dynamic-size maps, whose
+// scaling-and-squaring and Fréchet code is the costliest part of compiling a file that uses them.
+#define LIERE_LIE_EXP_INSTANCES(EXTERN, M)                                                               \
+  EXTERN template M exp<M>(const Eigen::MatrixBase<M>&);                                                \
+  EXTERN template void exp_backward<M, M, M>(const Eigen::MatrixBase<M>&, const Eigen::MatrixBase<M>&,   \
+                                             const Eigen::MatrixBase<M>&);                              \
+  EXTERN template M exp_frechet<M, M>(const Eigen::MatrixBase<M>&, const Eigen::MatrixBase<M>&);
+#ifdef LIERE_PRECOMPILED
+LIERE_LIE_EXP_INSTANCES(extern, Eigen::MatrixXd)
+LIERE_LIE_EXP_INSTANCES(extern, Eigen::MatrixXf)
+#endif
+
 }  // namespace liere

@@ -66,4 +66,11 @@ typename Derived::PlainObject log(const Eigen::MatrixBase<Derived>& r_in) {
   return out.cast<Scalar>();
 }
 
+// Explicit instances (lie/lie.cpp) for programs that link liere::compiled.
+#define LIERE_LIE_LOG_INSTANCES(EXTERN, M) EXTERN template M log<M>(const Eigen::MatrixBase<M>&);
+#ifdef LIERE_PRECOMPILED
+LIERE_LIE_LOG_INSTANCES(extern, Eigen::MatrixXd)
+LIERE_LIE_LOG_INSTANCES(extern, Eigen::MatrixXf)
+#endif
+
 }  // namespace liere

@@ -272,7 +272,7 @@ void rotate_backward(RotationTableView<const Scalar> table, const Scalar* x, Hea
   });
 }
 
-// Explicit instances (backend/cpu/rotate.cpp) for programs that link liere::compiled: every block size is
+// Explicit instances (backend/cpu/rotate_float.cpp, rotate_double.cpp) for programs that link liere::compiled: every block size is
 // compiled once there instead of in every file that rotates.
 #define LIERE_CPU_ROTATE_INSTANCES(EXTERN, S)                                                                     \
   EXTERN template void rotate<S>(RotationTableView<const S>, const S*, HeadsLayout, S*, HeadsLayout, int, int, int, \
