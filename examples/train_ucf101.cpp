@@ -175,9 +175,8 @@ void index_test_set(VideoSets& d) {
   std::vector<std::uint8_t> buf(t.clip_bytes());
   train::ProgressBar bar(t.size(), "checking test clips");
   for (int i = 0; i < t.size(); ++i) {
-    const std::size_t before = t.skipped().size();
     t.load(i, buf.data());
-    if (t.skipped().size() == before) d.test_index.push_back(i), d.test_labels.push_back(t.entry(i).label);
+    if (!t.failed(i)) d.test_index.push_back(i), d.test_labels.push_back(t.entry(i).label);
     bar.add_items(1);
     bar.update(i + 1);
   }
