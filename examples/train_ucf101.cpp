@@ -12,6 +12,7 @@
 //   train_ucf101 --root ~/data/UCF101 --bench-data 64       # decode, cache-write and cache-read clips/s
 #include <app/compare.hpp>
 #include <app/trainer.hpp>
+#include <data_tools/augment.hpp>
 #include <data_tools/moving_objects.hpp>
 #include <data_tools/plot.hpp>
 #include <data_tools/ucf101.hpp>
@@ -39,7 +40,7 @@ namespace {
 // C channels (3), T frames, S the side of the square frames, B batch.
 
 // The per-channel mean and standard deviation of ImageNet (VideoMAE's normalisation for UCF101).
-constexpr std::array<float, 3> kMean{0.485f, 0.456f, 0.406f}, kStd{0.229f, 0.224f, 0.225f};
+constexpr std::array<float, 3> kMean = data::kImageNetMean, kStd = data::kImageNetStd;
 
 // count clips (count, C, T, S, S) of bytes → normalised floats.
 void normalise(const std::uint8_t* px, int count, std::size_t plane, float* x) {  // plane: T·S·S
