@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -252,7 +253,7 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
   std::cerr << "training data: " << loaded << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
             << " s (" << std::setprecision(1) << loaded / std::max(1e-9, load_s) << " clips/s, "
             << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time); the trainer consumed "
-            << run.clips_per_s << " clips/s; cache: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
+            << run.clips_per_s << " clips/s; training-set cache so far: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
             << " writes\n"
             << std::defaultfloat;
   return run;
@@ -271,17 +272,21 @@ void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::str
   const std::size_t bytes = plain.clip_bytes();
   std::vector<std::uint8_t> px(bytes);
   std::vector<float> x(bytes);
+  // clips/s by the wall clock and by this process's CPU time (one thread: the same on an idle machine; on a shared
+  // one the CPU time is the one-core figure).
   auto pass = [&](const data::Ucf101& set, const char* what) {
     const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     for (int i = 0; i < n; ++i) {
       set.load(i, px.data());
       normalise(px.data(), 1, bytes / 3, x.data());
     }
-    const double s = seconds_since(t0);
-    std::cout << what << ": " << n << " clips in " << std::fixed << std::setprecision(3) << s << " s = "
-              << std::setprecision(1) << n / s << " clips/s\n"
+    const double s = seconds_since(t0), cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::cout << what << ": " << n << " clips in " << std::fixed << std::setprecision(3) << s << " s wall, " << cpu
+              << " s CPU = " << std::setprecision(1) << n / s << " clips/s wall, " << n / std::max(1e-9, cpu)
+              << " clips/s CPU\n"
               << std::defaultfloat;
-    return n / s;
+    return n / std::max(1e-9, cpu);
   };
   std::cout << "clips " << T << " frames (stride " << stride << ") of " << S << "x" << S << " from "
             << plain.layout().videos_dir << ", one thread, " << data::ffmpeg_versions() << "\n";
@@ -289,7 +294,7 @@ void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::str
   const double wr = pass(cached, "decode+preprocess+cache write");
   const double rd = pass(cached, "cache read+preprocess");
   const auto cs = cached.cache_stats();
-  std::cout << "data_decode_clips_per_s=" << dec << " data_cache_write_clips_per_s=" << wr
+  std::cout << std::fixed << std::setprecision(1) << "(CPU time) data_decode_clips_per_s=" << dec << " data_cache_write_clips_per_s=" << wr
             << " data_cache_read_clips_per_s=" << rd << " cache_hits=" << cs.hits << " cache_misses=" << cs.misses
             << "\n";
   fs::remove_all(scratch);

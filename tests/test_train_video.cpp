@@ -128,7 +128,7 @@ TEST_CASE("train_ucf101 on the real clip: --dry-run, one step, the cache", "[pro
   r = run(dir, args);
   INFO(r.log);
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.log, Contains("epoch 1: train loss") && Contains("cache: 0 hits, 2 misses, 2 writes"));
+  CHECK_THAT(r.log, Contains("epoch 1: train loss") && Contains("cache so far: 0 hits, 2 misses, 2 writes"));
   const auto s = liere::io::json::parse(liere::test::read_bytes(summary));
   CHECK(num(s, "test_n") == 2);
   CHECK(num(s, "train_n") == 2);
@@ -142,7 +142,7 @@ TEST_CASE("train_ucf101 on the real clip: --dry-run, one step, the cache", "[pro
   r = run(dir, args);
   INFO(r.log);
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.log, Contains("cache: 2 hits, 0 misses, 0 writes"));
+  CHECK_THAT(r.log, Contains("cache so far: 2 hits, 0 misses, 0 writes"));
 }
 
 TEST_CASE("train_ucf101: bad clips are errors naming the file, skipped only with --skip-bad-clips", "[program][video]") {
@@ -217,7 +217,7 @@ TEST_CASE("train_ucf101 on the synthetic task: a tiny --compare, the data folder
   r = run(dir, args);
   INFO(r.log);
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.log, Contains("synthetic passing task: reusing") && Contains("cache: 32 hits, 0 misses"));
+  CHECK_THAT(r.log, Contains("synthetic passing task: reusing") && Contains("cache so far: 32 hits, 0 misses"));
   r = run(dir, "--data-dir " + data + " --synthetic-train 24 --synthetic-test 8 --epochs 1 --pe abs");
   CHECK(r.status == 1);
   CHECK_THAT(r.log, Contains("holds another synthetic task"));
