@@ -39,6 +39,10 @@ inline constexpr std::array<float, 3> kCifar100Mean = {0.5071f, 0.4865f, 0.4409f
 inline constexpr std::array<float, 3> kCifar100Std = {0.2673f, 0.2564f, 0.2762f};
 inline constexpr std::array<float, 1> kFashionMnistMean = {0.2860f};
 inline constexpr std::array<float, 1> kFashionMnistStd = {0.3530f};
+// ImageNet's (torchvision's references, timm's IMAGENET_DEFAULT_*): for photos in general (train_cifar --data folder,
+// train_ucf101 as VideoMAE).
+inline constexpr std::array<float, 3> kImageNetMean = {0.485f, 0.456f, 0.406f};
+inline constexpr std::array<float, 3> kImageNetStd = {0.229f, 0.224f, 0.225f};
 
 // dst = (src / 255 − mean[c]) / stddev[c] for channel c; mean and stddev hold C values each.
 void normalize(const std::uint8_t* src,  // (C, H, W)

@@ -407,6 +407,12 @@ std::size_t Ucf101::clip_bytes() const {
 
 ClipCacheStats Ucf101::cache_stats() const { return cache_ ? cache_->stats() : ClipCacheStats{}; }
 
+bool Ucf101::failed(int i) const {
+  (void)entry(i);  // the range check
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bad_[std::size_t(i)] != 0;
+}
+
 std::vector<std::string> Ucf101::skipped() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return skipped_;

@@ -142,6 +142,8 @@ class Ucf101 {
   void load_batch(const int* indices, int count, std::uint8_t* out, int* labels) const;
 
   ClipCacheStats cache_stats() const;
+  // Whether clip i failed to load (with skip_bad_clips; load(i) then returns another clip).
+  bool failed(int i) const;
   // Every clip skipped so far (missing at construction, failed when loaded): "path: reason".
   std::vector<std::string> skipped() const;
 

@@ -1,16 +1,22 @@
-// train_cifar — a ViT with any position encoding on CIFAR-10, CIFAR-100 or Fashion-MNIST (paper §5.1).
+// train_cifar — a ViT with any position encoding on CIFAR-10, CIFAR-100 or Fashion-MNIST (paper §5.1), or on a
+// folder of JPEG/PNG images, one folder per class (data_tools/image_folder.hpp).
 //
 //   train_cifar --data fashion-mnist --model custom --dim 128 --depth 6 --heads 4 --pe liere --block 8
 //   train_cifar --data cifar100 --root ~/data/cifar-100-binary --pe rope-mixed --epochs 200
+//   train_cifar --data folder --root ~/data/my-photos --image-size 64 --patch 8 --pe liere --block 8
 //   train_cifar --pe liere --block 8 --model base --dry-run        # pe_params=64512 …
 #include <app/trainer.hpp>
 #include <data_tools/augment.hpp>
 #include <data_tools/cifar.hpp>
 #include <data_tools/idx.hpp>
+#include <data_tools/image_folder.hpp>
 #include <data_tools/image_ops.hpp>
 #include <data_tools/image_set.hpp>
 
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <random>
 
 using namespace liere;
@@ -25,13 +31,51 @@ struct DataOptions {
   int test_limit = 0;
   std::vector<int> eval_res;
   bool shuffle_eval = false;
+  int image_size = 32;    // --data folder: the side the images are cropped to
+  int holdout_every = 10; // --data folder without train/ and val/: every N-th image of a class is a test image
 };
+
+// --data folder: root/train and root/val (or root/test) when root/train is a folder, else root itself with
+// every holdout_every-th image of each class (in the folder's sorted order, the last of each group of N) held out
+// for testing.
+struct FolderSplit {
+  data::ImageFolder train, test;
+  std::string how;  // for the log
+};
+
+FolderSplit split_folder(const DataOptions& d) {
+  namespace fs = std::filesystem;
+  FolderSplit f;
+  if (fs::is_directory(fs::path(d.root) / "train")) {
+    const std::string val = fs::is_directory(fs::path(d.root) / "val") ? "val" : "test";
+    f.train = data::scan_image_folder(d.root, "train");
+    f.test = data::scan_image_folder(d.root, val, f.train.class_names);
+    f.how = "train/ and " + val + "/";
+    return f;
+  }
+  LIERE_ENSURE(d.holdout_every >= 2, "--holdout-every " << d.holdout_every << ": must be >= 2");
+  const data::ImageFolder all = data::scan_image_folder(d.root);
+  f.train.dir = f.test.dir = all.dir;
+  f.train.class_names = f.test.class_names = all.class_names;
+  for (int i = 0, in_class = 0; i < all.size(); ++i) {
+    in_class = (i > 0 && all.labels[std::size_t(i)] == all.labels[std::size_t(i - 1)]) ? in_class + 1 : 0;
+    data::ImageFolder& to = (in_class % d.holdout_every == d.holdout_every - 1) ? f.test : f.train;
+    to.files.push_back(all.files[std::size_t(i)]);
+    to.labels.push_back(all.labels[std::size_t(i)]);
+  }
+  LIERE_ENSURE(f.test.size() > 0, "--data folder: '" << d.root << "' has fewer than " << d.holdout_every
+                                                     << " images in every class, so none is held out for testing "
+                                                        "(add train/ and val/ folders, or lower --holdout-every)");
+  f.how = "every " + std::to_string(d.holdout_every) + "th image of each class held out";
+  return f;
+}
 
 struct Normalisation {
   std::vector<float> mean, std;
 };
 
 Normalisation normalisation_for(const std::string& data) {
+  if (data == "folder") return {{data::kImageNetMean.begin(), data::kImageNetMean.end()}, {data::kImageNetStd.begin(), data::kImageNetStd.end()}};
   if (data == "cifar10") return {{data::kCifar10Mean.begin(), data::kCifar10Mean.end()}, {data::kCifar10Std.begin(), data::kCifar10Std.end()}};
   if (data == "cifar100")
     return {{data::kCifar100Mean.begin(), data::kCifar100Mean.end()}, {data::kCifar100Std.begin(), data::kCifar100Std.end()}};
@@ -59,13 +103,18 @@ int main(int argc, char** argv) {
 
     app::Flags f("train_cifar",
                  "Trains a ViT with a chosen position encoding on CIFAR-10/100 or Fashion-MNIST, evaluates it with a\n"
-                 "bootstrap 95% CI. CIFAR binary files: https://www.cs.toronto.edu/~kriz/cifar.html (see README).");
+                 "bootstrap 95% CI. CIFAR binary files: https://www.cs.toronto.edu/~kriz/cifar.html (see README).\n"
+                 "--data folder trains on your own JPEG/PNG images: --root DIR with DIR/<class>/*.jpg (every --holdout-every-th\n"
+                 "image of a class is a test image) or DIR/train/<class>/ and DIR/val/<class>/ (the ImageNet layout).");
     f.section("Data");
-    f.add("data", &d.data, "cifar10, cifar100 or fashion-mnist");
+    f.add("data", &d.data, "cifar10, cifar100, fashion-mnist or folder (one folder of JPEG/PNG images per class)");
     f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
+    f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side");
+    f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing");
     f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
     f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
-                                 "randaugment for CIFAR, crop-flip for Fashion-MNIST");
+                                 "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
+                                 "RandomResizedCrop, and none is the central 87.5%)");
     f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
     f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48");
     f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5)");
@@ -83,9 +132,10 @@ int main(int argc, char** argv) {
     opt.add_flags(f);
     if (!f.parse(argc, argv)) return 0;
 
-    LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist",
-                 "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist");
-    if (d.augment == "default") d.augment = d.data == "fashion-mnist" ? "crop-flip" : "randaugment";
+    LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
+                 "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
+    const bool folder = d.data == "folder";
+    if (d.augment == "default") d.augment = d.data == "fashion-mnist" || folder ? "crop-flip" : "randaugment";
     LIERE_ENSURE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
                  "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
     LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
@@ -102,6 +152,16 @@ int main(int argc, char** argv) {
     cfg.channels = fashion ? 1 : 3;
     cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
     cfg.classes = d.data == "cifar100" ? 100 : 10;
+    std::unique_ptr<FolderSplit> images;  // --data folder
+    if (folder) {
+      if (d.root.empty()) throw app::UsageError("--data folder needs --root DIR (DIR/<class>/*.jpg|png, or DIR/train/ and DIR/val/)");
+      LIERE_ENSURE(d.image_size >= 1 && d.image_size % cfg.patch == 0,
+                   "--image-size " << d.image_size << " is not a multiple of --patch " << cfg.patch);
+      LIERE_ENSURE(d.fraction == 1.0, "--data-fraction is for the CIFAR and Fashion-MNIST files, not --data folder");
+      images = std::make_unique<FolderSplit>(split_folder(d));
+      cfg.image = {d.image_size, d.image_size};
+      cfg.classes = images->train.num_classes();
+    }
 
     // Dry runs and benchmarks need no data.
     if (opt.dry_run || opt.bench_steps > 0) {
@@ -118,7 +178,11 @@ int main(int argc, char** argv) {
       if (d.data == "fashion-mnist") d.root = data::kFashionMnistSystemDir;
       else throw app::UsageError("--data " + d.data + " needs --root DIR (the directory with the binary files; see README)");
     }
-    data::ImageSet train = load(d, true), test = load(d, false);
+    // --data folder: the training images are decoded and cropped for every step (RandomResizedCrop); the test
+    // images once, with the central 87.5% resized to the image size.
+    data::ImageSet train = folder ? data::ImageSet{} : load(d, true);
+    data::ImageSet test = folder ? data::load_image_folder(images->test, d.image_size, 0.875) : load(d, false);
+    if (folder) train.n = images->train.size(), train.channels = 3, train.height = train.width = d.image_size;
     if (d.fraction < 1.0) train = data::subset(train, d.fraction, std::uint64_t(opt.seed));
     if (d.test_limit > 0 && d.test_limit < test.n) {
       test.n = d.test_limit;
@@ -127,7 +191,8 @@ int main(int argc, char** argv) {
     }
     LIERE_ENSURE(train.height == cfg.image[0] && train.width == cfg.image[1] && train.channels == cfg.channels,
                  "unexpected image size " << train.channels << "x" << train.height << "x" << train.width);
-    std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root << "), augment "
+    std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root
+              << (folder ? ": " + std::to_string(cfg.classes) + " classes, " + images->how : std::string()) << "), augment "
               << d.augment << "\nmodel: " << cfg.describe() << "\npe: " << cfg.pe.describe() << "\n";
 
     app::Trainer t(cfg, opt, d.data);
@@ -149,11 +214,29 @@ int main(int argc, char** argv) {
         for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[liere::below(g, std::uint64_t(i) + 1)]);
         perm_epoch = epoch;
       }
+      std::exception_ptr error;
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < B; ++i) {
         const int idx = perm[std::size_t(step) * B + i];
         std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
         std::vector<std::uint8_t> img(per), tmp(per);
+        if (folder) {  // decoded now; RandomResizedCrop, flip, RandAugment, or the central crop for --augment none
+          try {
+            if (d.augment == "none") {
+              y[i] = data::load_image_eval(images->train, idx, H, img.data(), 0.875);
+            } else {
+              y[i] = data::load_image_train(images->train, idx, H, g, img.data());
+              data::random_hflip(img.data(), C, H, W, g);
+              if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
+            }
+          } catch (...) {  // a bad image: the error names the file; rethrown after the loop
+#pragma omp critical(train_cifar_error)
+            if (!error) error = std::current_exception();
+            continue;
+          }
+          data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+          continue;
+        }
         const std::uint8_t* src = train.image(idx);
         if (d.augment == "none") {
           std::copy(src, src + per, img.begin());
@@ -165,6 +248,7 @@ int main(int argc, char** argv) {
         data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
         y[i] = train.labels[idx];
       }
+      if (error) std::rethrow_exception(error);
     };
 
     auto eval_data = [&](int res, bool shuffled) {

@@ -363,6 +363,9 @@ TEST_CASE("UCF101: clips that fail to decode are errors, or reported and skipped
   CHECK(lenient.load(1, clip.data()) == 2);  // the next good clip
   CHECK(lenient.load(1, clip.data()) == 2);  // reported once
   CHECK(lenient.load(2, clip.data()) == 2);
+  CHECK(lenient.failed(1));
+  CHECK(!lenient.failed(0));
+  CHECK(!lenient.failed(2));
   REQUIRE(lenient.skipped().size() == 1);
   CHECK_THAT(lenient.skipped()[0], Contains("v_ClassB_g01_c01.avi") && Contains("not a video file"));
   CHECK_THAT(log.str(), Contains("UCF101: skipping '" + bad + "'") && Contains("(1 clip skipped so far)"));

@@ -49,11 +49,21 @@ struct Batch {
   std::vector<int> y;
 };
 
-Batch random_batch(const VitConfig& c, int B, std::uint64_t seed) {
+// A 3D ViT (videos): (frames, H, W) = (4, 8, 12) in 2×4×4 tubelets, a 2×2×3 grid of tokens with positions
+// (t, h, w); head dim 8.
+VitConfig video_config(const std::string& pe, int block = 4) {
+  VitConfig c = small_config(pe, block);
+  c.image = {4, 8, 12};
+  c.tubelet = 2;
+  return c;
+}
+
+// `size`: the input's spatial size (empty: the model's).
+Batch random_batch(const VitConfig& c, int B, std::uint64_t seed, const std::vector<int>& size = {}) {
   std::mt19937_64 g(seed);
   std::normal_distribution<double> n(0, 1);
   Shape s{B, c.channels};
-  for (int d : c.image) s.push_back(d);
+  for (int d : size.empty() ? c.image : size) s.push_back(d);
   Batch b{liere::TensorT<double>(s), {}};
   for (Index i = 0; i < b.x.numel(); ++i) b.x.data()[i] = n(g);
   for (int i = 0; i < B; ++i) b.y.push_back(int(g() % c.classes));
@@ -88,11 +98,11 @@ double loss_and_grad(Vit<double>& model, const Params<double>& params, const Bat
   return loss.item();
 }
 
-void check_gradients(const VitConfig& cfg) {
+void check_gradients(const VitConfig& cfg, const std::vector<int>& input_size = {}) {
   Params<double> params;
   Vit<double> model(params, cfg, 7);
   perturb(params, 11);
-  const Batch b = random_batch(cfg, 3, 5);
+  const Batch b = random_batch(cfg, 3, 5, input_size);
   loss_and_grad(model, params, b);
 
   // Copies of the analytic gradients (the finite differences below run forwards only).
@@ -165,6 +175,42 @@ TEST_CASE("ViT gradients in double, every encoding kind", "[vit]") {
     c.pool = liere::nn::Pool::mean;
     check_gradients(c);
   }
+}
+
+TEST_CASE("3D ViT (tubelets, positions (t, h, w)) gradients in double", "[vit][3d]") {
+  SECTION("liere Dim 3, block 4") { check_gradients(video_config("liere", 4)); }
+  SECTION("liere Dim 3, block 8 = head dim (dense)") { check_gradients(video_config("liere", 8)); }
+  SECTION("absolute on the training grid") { check_gradients(video_config("absolute")); }
+  // 6 frames: a 3×2×3 grid, so the absolute table goes through trilinear interpolation and LieRE's positions
+  // through the resolution policy.
+  SECTION("absolute, trilinear interpolation to 6 frames") { check_gradients(video_config("absolute"), {6, 8, 12}); }
+  SECTION("liere Dim 3 on 6 frames") { check_gradients(video_config("liere", 4), {6, 8, 12}); }
+  for (const char* pe : {"rope-mixed", "visionllama", "liere-commute"}) {
+    SECTION(pe) { check_gradients(video_config(pe)); }
+  }
+}
+
+TEST_CASE("3D ViT: LieRE has a generator per axis (t, h, w) and the time axis matters", "[vit][3d]") {
+  VitConfig c = video_config("liere", 4);
+  Params<double> params;
+  Vit<double> model(params, c, 1);
+  perturb(params, 2);
+  const auto& gen = params["pe.generators"];
+  REQUIRE(gen.shape() == Shape{4, 3, 2, 6});  // (layers × heads, axes t h w, 8/4 blocks, 4·3/2 parameters)
+  const Batch b = random_batch(c, 2, 3);
+  loss_and_grad(model, params, b);
+  // Every axis gets a gradient, and changing only the time generators changes the loss.
+  for (int axis = 0; axis < 3; ++axis) {
+    double norm = 0;
+    for (Index s = 0; s < 4; ++s)
+      for (Index k = 0; k < 12; ++k) norm += std::pow(gen.grad().data()[(s * 3 + axis) * 12 + k], 2);
+    INFO("axis " << axis);
+    CHECK(norm > 1e-12);
+  }
+  const double l0 = loss_of(model, b);
+  for (Index s = 0; s < 4; ++s)
+    for (Index k = 0; k < 12; ++k) gen.value().data()[(s * 3 + 0) * 12 + k] += 0.1;
+  CHECK(std::abs(loss_of(model, b) - l0) > 1e-9);
 }
 
 TEST_CASE("ViT: per-layer sharing gives each layer its own parameters and gradient", "[vit]") {

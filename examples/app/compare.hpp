@@ -1,0 +1,21 @@
+// examples/app/compare.hpp — what the trainers' --compare modes share: encoding labels ("abs", "liere8",
+// "comrope-ld4", …) to PEConfigs, and comma-separated lists.
+//
+//   for (const auto& l : app::split_list("abs,liere8")) cfg.pe = app::parse_pe_label(l, base_pe);
+#pragma once
+
+#include <liere/pe/config.hpp>
+
+#include <string>
+#include <vector>
+
+namespace liere::app {
+
+// "liere8" → --pe liere --block 8 (likewise comrope-ap<N>, comrope-ld<N>); any other label is a --pe value
+// ("abs", "visionllama", "rope-mixed", …). The other encoding flags come from `base`.
+PEConfig parse_pe_label(const std::string& label, const PEConfig& base);
+
+// "a,b,,c" → {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& s);
+
+}  // namespace liere::app

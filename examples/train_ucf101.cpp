@@ -1,0 +1,607 @@
+// train_ucf101 — video classification with a ViViT-style ViT (paper §5.3, Table 1): 3D tubelets (default 2×16×16,
+// as the paper) and 3D positions (t, h, w) for every encoding — LieRE with Dim 3, RoPE-Mixed and VisionLlama in 3D,
+// the absolute table (trilinear interpolation on other grids). Data: UCF101 (or any folder in its layout) decoded
+// through FFmpeg, with a disk cache of decoded clips so that epochs after the first do not decode; without --root,
+// the synthetic passing task (data_tools/moving_objects.hpp) is written as video clips in the UCF101 layout and read
+// back through the same reader, so the default run needs no download.
+//
+//   train_ucf101                                            # passing task: abs vs liere8, paired bootstrap
+//   train_ucf101 --root ~/data/UCF101 --split 1 --pe liere --block 8 --epochs 30 --save ucf.safetensors
+//   train_ucf101 --root ~/data/UCF101 --dry-run             # decodes the first clip and runs one forward pass
+//   train_ucf101 --compare abs,visionllama,rope-mixed,liere8 --compare-json t.json --compare-png t.png
+//   train_ucf101 --root ~/data/UCF101 --bench-data 64       # decode, cache-write and cache-read clips/s
+#include <app/compare.hpp>
+#include <app/trainer.hpp>
+#include <data_tools/augment.hpp>
+#include <data_tools/moving_objects.hpp>
+#include <data_tools/plot.hpp>
+#include <data_tools/ucf101.hpp>
+#include <liere/io/atomic_file.hpp>
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+
+using namespace liere;
+namespace fs = std::filesystem;
+
+namespace {
+
+// C channels (3), T frames, S the side of the square frames, B batch.
+
+// The per-channel mean and standard deviation of ImageNet (VideoMAE's normalisation for UCF101).
+constexpr std::array<float, 3> kMean = data::kImageNetMean, kStd = data::kImageNetStd;
+
+// count clips (count, C, T, S, S) of bytes → normalised floats.
+void normalise(const std::uint8_t* px, int count, std::size_t plane, float* x) {  // plane: T·S·S
+  for (int b = 0; b < count; ++b)
+    for (int c = 0; c < 3; ++c) {
+      const std::size_t o = (std::size_t(b) * 3 + std::size_t(c)) * plane;
+      const float inv = 1.0f / (255.0f * kStd[c]), m = kMean[c] / kStd[c];
+      for (std::size_t i = 0; i < plane; ++i) x[o + i] = float(px[o + i]) * inv - m;
+    }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct VideoOptions {
+  std::string root, lists, cache = "auto", data_dir;
+  int split = 1;
+  int frames = 0, stride = 0, size = 0;  // 0: the data's default
+  bool skip_bad_clips = false;
+  int bench_data = 0;
+  // the synthetic passing task (without --root)
+  int syn_train = 768, syn_test = 512, syn_classes = 4, syn_distractors = 2;
+  double syn_noise = 0;
+  std::int64_t syn_seed = 0;
+  bool synthetic() const { return root.empty(); }
+};
+
+// ---- the synthetic task on disk -----------------------------------------------------------------------------
+
+// "key value…" lines of passing_task.txt.
+std::map<std::string, std::string> read_task_file(const fs::path& p) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto sp = line.find(' ');
+    if (sp != std::string::npos) kv[line.substr(0, sp)] = line.substr(sp + 1);
+  }
+  return kv;
+}
+
+// Writes the passing task (the clips have (T − 1)·stride + 1 frames, so that --stride samples T of them) under
+// --data-dir, or under <tmp>/liere-passing-<hash of the task>, and returns that folder. A folder that already holds
+// the same task (its passing_task.txt, written last, says so) is reused; one that holds another task is an error.
+std::string prepare_synthetic(const VideoOptions& vo, int T, int stride, int S) {
+  data::PassingTaskConfig task;
+  task.frames = (T - 1) * stride + 1;
+  task.size = S;
+  task.num_classes = vo.syn_classes;
+  task.distractors = vo.syn_distractors;
+  task.noise = vo.syn_noise;
+  task.seed = std::uint64_t(vo.syn_seed);
+  data::check_passing_config(task);
+  const data::VideoWriteOptions video;  // MJPEG 4:4:4, quality 2
+  std::ostringstream id;
+  id << task.frames << ' ' << S << ' ' << task.num_classes << ' ' << task.distractors << ' ' << task.noise << ' '
+     << task.seed << ' ' << vo.syn_train << ' ' << vo.syn_test;
+  std::uint64_t h = 0;
+  for (char c : id.str()) h = liere::hash_u64(h, std::uint64_t(static_cast<unsigned char>(c)));
+  std::ostringstream name;
+  name << "liere-passing-" << std::hex << std::setw(16) << std::setfill('0') << h;
+  const fs::path dir = vo.data_dir.empty() ? fs::temp_directory_path() / name.str() : fs::path(vo.data_dir);
+
+  const fs::path about = dir / "passing_task.txt";
+  if (fs::exists(about)) {
+    auto kv = read_task_file(about);
+    auto same = [&](const std::string& k, const std::string& v) { return kv.count(k) && kv[k] == v; };
+    auto prefix = [&](const std::string& k, int n) { return kv.count(k) && kv[k].rfind(std::to_string(n) + " ", 0) == 0; };
+    const bool match = same("frames", std::to_string(task.frames)) && same("size", std::to_string(S)) &&
+                       same("num_classes", std::to_string(task.num_classes)) &&
+                       same("distractors", std::to_string(task.distractors)) && kv.count("noise") &&
+                       std::atof(kv["noise"].c_str()) == task.noise && same("seed", std::to_string(task.seed)) &&
+                       prefix("train", vo.syn_train) && prefix("test", vo.syn_test) &&
+                       same("codec", data::codec_name(video.codec)) && same("quality", std::to_string(video.quality));
+    LIERE_ENSURE(match, "--data-dir " << dir.string() << " holds another synthetic task (see " << about.string()
+                                      << "); choose another folder or delete it");
+    std::cerr << "synthetic passing task: reusing " << dir.string() << "\n";
+    return dir.string();
+  }
+  std::cerr << "synthetic passing task: writing " << vo.syn_train << " training and " << vo.syn_test << " test clips ("
+            << task.num_classes << " classes, " << task.frames << " frames of " << S << "x" << S << ", "
+            << task.distractors << " distractors, seed " << task.seed << ") to " << dir.string() << " ...\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = data::write_passing_ucf101(task, dir.string(), vo.syn_train, vo.syn_test, video);
+  std::cerr << "  " << n << " clips in " << std::fixed << std::setprecision(1) << seconds_since(t0) << " s\n"
+            << std::defaultfloat;
+  return dir.string();
+}
+
+// The clip cache folder: --cache none: none; auto: <data dir>/clip_cache for the synthetic task, else
+// $XDG_CACHE_HOME/liere/clips (~/.cache/liere/clips); else the folder given.
+std::string cache_dir_for(const VideoOptions& vo, const std::string& root) {
+  if (vo.cache == "none") return "";
+  if (vo.cache != "auto") return vo.cache;
+  if (vo.synthetic()) return (fs::path(root) / "clip_cache").string();
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "liere" / "clips").string();
+  if (const char* home = std::getenv("HOME"); home && *home) return (fs::path(home) / ".cache" / "liere" / "clips").string();
+  return (fs::temp_directory_path() / "liere-clips").string();
+}
+
+data::Ucf101Options set_options(const VideoOptions& vo, int T, int stride, int S, bool train, const std::string& cache) {
+  data::Ucf101Options o;
+  o.split = vo.split;
+  o.train = train;
+  o.clip.sampling = {data::SampleMode::Stride, T, stride, data::kCenterOffset};
+  o.clip.size = S;
+  o.clip.resize = data::ResizeMode::CenterCrop;
+  o.lists_dir = vo.lists;
+  o.cache_dir = cache;
+  o.skip_bad_clips = vo.skip_bad_clips;
+  return o;
+}
+
+// ---- one run ---------------------------------------------------------------------------------------------------
+
+struct VideoSets {
+  std::unique_ptr<data::Ucf101> train, test;
+  std::vector<int> test_index;   // the test clips evaluated (all of them, or the good ones with --skip-bad-clips)
+  std::vector<int> test_labels;  // their labels
+  std::string name;              // "ucf101" or "passing"
+};
+
+// With --skip-bad-clips, every test clip is loaded once (filling the cache) and those that fail are reported and
+// left out of the test set, so that every evaluation scores the same clips; without it, a bad clip stops the run
+// with an error naming the file when it is first loaded.
+void index_test_set(VideoSets& d) {
+  const data::Ucf101& t = *d.test;
+  if (!t.options().skip_bad_clips) {
+    for (int i = 0; i < t.size(); ++i) d.test_index.push_back(i), d.test_labels.push_back(t.entry(i).label);
+    return;
+  }
+  std::vector<std::uint8_t> buf(t.clip_bytes());
+  train::ProgressBar bar(t.size(), "checking test clips");
+  for (int i = 0; i < t.size(); ++i) {
+    t.load(i, buf.data());
+    if (!t.failed(i)) d.test_index.push_back(i), d.test_labels.push_back(t.entry(i).label);
+    bar.add_items(1);
+    bar.update(i + 1);
+  }
+  bar.finish();
+  LIERE_ENSURE(!d.test_index.empty(), "every test clip failed to load (see the messages above)");
+}
+
+struct VideoRun {
+  std::string label;
+  app::EvalResult result;
+  std::int64_t pe_params = 0, total_params = 0;
+  double clips_per_s = 0, load_seconds = 0, train_seconds = 0;
+  std::int64_t clips_loaded = 0;
+};
+
+VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const VideoSets& d) {
+  app::Trainer t(cfg, opt, d.name);
+  std::cerr << "\n== " << cfg.pe.label() << ": " << cfg.describe() << "\n   " << cfg.pe.describe() << "\n   "
+            << t.dry_run_line() << "\n";
+  const data::Ucf101& tr = *d.train;
+  const std::size_t bytes = tr.clip_bytes(), plane = bytes / 3;
+  std::vector<std::uint8_t> px(bytes * std::size_t(std::max(opt.batch, opt.eval_batch)));
+  std::vector<int> perm, idx(std::size_t(opt.batch));
+  int perm_epoch = -1;
+  double load_s = 0;
+  std::int64_t loaded = 0;
+
+  app::TrainData td;
+  td.steps_per_epoch = tr.size() / opt.batch;
+  td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
+    if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
+      perm.resize(std::size_t(tr.size()));
+      for (int i = 0; i < tr.size(); ++i) perm[std::size_t(i)] = i;
+      std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 1, std::uint64_t(epoch)));
+      for (int i = tr.size() - 1; i > 0; --i) std::swap(perm[std::size_t(i)], perm[liere::below(g, std::uint64_t(i) + 1)]);
+      perm_epoch = epoch;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < B; ++i) idx[std::size_t(i)] = perm[std::size_t(step) * B + i];
+    tr.load_batch(idx.data(), B, px.data(), y);
+    normalise(px.data(), B, plane, x);
+    load_s += seconds_since(t0);
+    loaded += B;
+  };
+
+  app::EvalData test;
+  test.name = "test";
+  test.n = int(d.test_index.size());
+  test.size = {cfg.image[0], cfg.image[1], cfg.image[2]};
+  test.labels = d.test_labels;
+  std::vector<int> got(std::size_t(opt.eval_batch));
+  test.fill = [&](int first, int count, float* x) {
+    d.test->load_batch(d.test_index.data() + first, count, px.data(), got.data());
+    for (int i = 0; i < count; ++i)
+      LIERE_ENSURE(got[std::size_t(i)] == d.test_labels[std::size_t(first + i)],
+                   "test clip '" << d.test->clip_path(d.test_index[std::size_t(first + i)])
+                                 << "' failed to load during the run (it loaded before)");
+    normalise(px.data(), count, plane, x);
+  };
+
+  VideoRun run;
+  run.label = cfg.pe.label();
+  run.result = t.fit(td, test, /*eval_every_epoch=*/true);
+  run.pe_params = t.pe_params();
+  run.total_params = t.total_params();
+  run.clips_per_s = t.train_img_per_s();
+  run.load_seconds = load_s;
+  run.clips_loaded = loaded;
+  run.train_seconds = loaded / std::max(1e-9, run.clips_per_s);
+  app::print_result(run.result);
+  const auto cs = tr.cache_stats();
+  std::cerr << "training data: " << loaded << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
+            << " s (" << std::setprecision(1) << loaded / std::max(1e-9, load_s) << " clips/s, "
+            << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time); the trainer consumed "
+            << run.clips_per_s << " clips/s; training-set cache so far: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
+            << " writes\n"
+            << std::defaultfloat;
+  return run;
+}
+
+// ---- --bench-data: decoding vs the cache ----------------------------------------------------------------------
+
+// Decodes the first n training clips (FFmpeg + resize + normalisation, one thread, no cache), writes them to a
+// scratch cache, reads them back from it, and prints clips/s of each.
+void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::string& root) {
+  const fs::path scratch = fs::temp_directory_path() / ("liere-bench-cache-" + std::to_string(::getpid()));
+  fs::remove_all(scratch);
+  data::Ucf101 plain(root, set_options(vo, T, stride, S, true, ""));
+  data::Ucf101 cached(root, set_options(vo, T, stride, S, true, scratch.string()));
+  const int n = std::min(vo.bench_data, plain.size());
+  const std::size_t bytes = plain.clip_bytes();
+  std::vector<std::uint8_t> px(bytes);
+  std::vector<float> x(bytes);
+  // clips/s by the wall clock and by this process's CPU time (one thread: the same on an idle machine; on a shared
+  // one the CPU time is the one-core figure).
+  auto pass = [&](const data::Ucf101& set, const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
+    for (int i = 0; i < n; ++i) {
+      set.load(i, px.data());
+      normalise(px.data(), 1, bytes / 3, x.data());
+    }
+    const double s = seconds_since(t0), cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::cout << what << ": " << n << " clips in " << std::fixed << std::setprecision(3) << s << " s wall, " << cpu
+              << " s CPU = " << std::setprecision(1) << n / s << " clips/s wall, " << n / std::max(1e-9, cpu)
+              << " clips/s CPU\n"
+              << std::defaultfloat;
+    return n / std::max(1e-9, cpu);
+  };
+  std::cout << "clips " << T << " frames (stride " << stride << ") of " << S << "x" << S << " from "
+            << plain.layout().videos_dir << ", one thread, " << data::ffmpeg_versions() << "\n";
+  const double dec = pass(plain, "decode+preprocess (no cache)");
+  const double wr = pass(cached, "decode+preprocess+cache write");
+  const double rd = pass(cached, "cache read+preprocess");
+  const auto cs = cached.cache_stats();
+  std::cout << std::fixed << std::setprecision(1) << "(CPU time) data_decode_clips_per_s=" << dec << " data_cache_write_clips_per_s=" << wr
+            << " data_cache_read_clips_per_s=" << rd << " cache_hits=" << cs.hits << " cache_misses=" << cs.misses
+            << "\n";
+  fs::remove_all(scratch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return app::run_main("train_ucf101", [&] {
+    VideoOptions vo;
+    app::TrainOptions opt;
+    opt.epochs = 0;  // 0: the data's default (below)
+    opt.batch = 32;
+    opt.lr = 1e-3;
+    opt.wd = 0.05;
+    opt.warmup = 1;
+    opt.eval_batch = 64;
+    nn::VitConfig cfg;
+    cfg.patch = 0;    // 0: the data's default
+    cfg.tubelet = 2;
+    std::string model = "auto", pool = "cls";
+    int dim = 0, depth = 0, heads = 0, mlp = 0;
+    double drop = 0;
+    std::string compare, compare_json, compare_png;
+    const std::string default_compare = "abs,liere8";
+
+    app::Flags f("train_ucf101",
+                 "Trains a ViViT-style ViT (3D tubelets, 3D positions for every encoding) on UCF101 or any folder in\n"
+                 "its layout, decoded through FFmpeg with a disk cache of decoded clips, and evaluates it with a\n"
+                 "bootstrap 95% CI. Without --root it writes the synthetic passing task (coloured squares pass a white\n"
+                 "one; the label needs the direction of travel, see data_tools/moving_objects.hpp) as clips in the\n"
+                 "UCF101 layout and trains on them; without --pe or --compare it then runs --compare " + default_compare +
+                 ".\nUCF101: https://www.crcv.ucf.edu/data/UCF101.php (UCF101.rar and the train/test split zip).\n"
+                 "Some defaults depend on whether --root is given; so does --epochs 0: 30 with --root, 20 without.");
+    f.section("Data");
+    f.add("root", &vo.root,
+          "UCF101 folder: holds UCF-101/<Class>/*.avi (or the class folders) and ucfTrainTestlist/ (or see --lists); "
+          "none: the synthetic task", "DIR");
+    f.add("lists", &vo.lists, "the folder of classInd.txt, trainlist0N.txt, testlist0N.txt (default: found from --root)", "DIR");
+    f.add("split", &vo.split, "UCF101 train/test split: 1, 2 or 3");
+    f.add("frames", &vo.frames, "frames per clip, T (0: 16 with --root, 8 without)");
+    f.add("stride", &vo.stride, "frames between two sampled frames, the span centred in the clip (0: 4 with --root, 1 without)");
+    f.add("size", &vo.size, "frame side S: the shorter side scaled to S, the centre cropped (0: 112 with --root, 32 without)");
+    f.add("cache", &vo.cache,
+          "folder of decoded clips (none: decode every time; auto: <data dir>/clip_cache for the synthetic task, "
+          "else $XDG_CACHE_HOME/liere/clips or ~/.cache/liere/clips)", "DIR");
+    f.add_switch("skip-bad-clips", &vo.skip_bad_clips,
+                 "report and skip clips that are missing or fail to decode (default: an error naming the file)");
+    f.section("Synthetic task (without --root)");
+    f.add("data-dir", &vo.data_dir, "where the clips are written (default: <tmp>/liere-passing-<hash of the task>; reused "
+                                    "when it holds the same task)", "DIR");
+    f.add("synthetic-train", &vo.syn_train, "training clips");
+    f.add("synthetic-test", &vo.syn_test, "test clips");
+    f.add("synthetic-classes", &vo.syn_classes, "2, 4 or 8 (1, 2 or 3 movers)");
+    f.add("synthetic-distractors", &vo.syn_distractors, "squares that do not change the label");
+    f.add("synthetic-noise", &vo.syn_noise, "uniform background noise, 0 to 64 grey levels");
+    f.add("synthetic-seed", &vo.syn_seed, "seed of the task (the training order and the model use --seed)");
+    f.section("Model");
+    f.add("model", &model, "tiny, small, base or custom (auto: tiny with --root; without, custom dim 64, depth 4, heads 2, mlp 128)");
+    f.add("patch", &cfg.patch, "spatial patch size (0: 16 with --root, 8 without)");
+    f.add("tubelet", &cfg.tubelet, "frames per tubelet");
+    f.add("dim", &dim, "token width (0: from --model)");
+    f.add("depth", &depth, "layers (0: from --model)");
+    f.add("heads", &heads, "heads (0: from --model)");
+    f.add("mlp", &mlp, "MLP hidden width (0: 4 x dim, or --model's)");
+    f.add("drop", &drop, "dropout in the MLP");
+    f.add("pool", &pool, "cls or mean");
+    f.add_pe(&cfg.pe);
+    f.section("Comparison");
+    f.add("compare", &compare, "train each encoding in turn under the same budget, e.g. abs,visionllama,rope-mixed,liere8", "LIST");
+    f.add("compare-json", &compare_json, "the comparison table (with paired bootstrap p-values) as JSON", "PATH");
+    f.add("compare-png", &compare_png, "the comparison as a bar chart with 95% CIs", "PATH");
+    opt.add_flags(f);
+    f.add("bench-data", &vo.bench_data, "time decoding, cache writes and cache reads of N training clips (one thread), exit");
+    bool pe_given = false;
+    for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
+    if (!f.parse(argc, argv)) return 0;
+
+    // Defaults that depend on the data.
+    const bool syn = vo.synthetic();
+    const int T = vo.frames ? vo.frames : syn ? 8 : 16;
+    const int stride = vo.stride ? vo.stride : syn ? 1 : 4;
+    const int S = vo.size ? vo.size : syn ? 32 : 112;
+    if (cfg.patch == 0) cfg.patch = syn ? 8 : 16;
+    if (opt.epochs == 0) opt.epochs = syn ? 20 : 30;
+    if (model == "auto") {
+      model = syn ? "custom" : "tiny";
+      if (syn) cfg.dim = 64, cfg.depth = 4, cfg.heads = 2, cfg.mlp_hidden = 128;
+    }
+    cfg.set_size(model);
+    if (dim) cfg.dim = dim;
+    if (depth) cfg.depth = depth;
+    if (heads) cfg.heads = heads;
+    if (mlp) cfg.mlp_hidden = mlp;
+    else if (dim) cfg.mlp_hidden = 4 * cfg.dim;
+    cfg.drop = drop;
+    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
+    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
+    opt.validate();
+    LIERE_ENSURE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
+    LIERE_ENSURE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
+    LIERE_ENSURE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
+    LIERE_ENSURE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
+                 "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
+    LIERE_ENSURE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
+    LIERE_ENSURE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
+    LIERE_ENSURE(vo.bench_data >= 0, "--bench-data must be >= 0");
+    cfg.channels = 3;
+    cfg.image = {T, S, S};
+    cfg.classes = syn ? vo.syn_classes : 101;
+    LIERE_ENSURE(compare.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
+    if (compare.empty() && !pe_given && syn && !opt.dry_run && opt.bench_steps == 0 && vo.bench_data == 0)
+      compare = default_compare;
+
+    // --dry-run: the model; with --root also the data: the lists, the first training clip decoded and one forward pass.
+    if (opt.dry_run) {
+      if (!syn) {
+        data::Ucf101 tr(vo.root, set_options(vo, T, stride, S, true, ""));
+        data::Ucf101 te(vo.root, set_options(vo, T, stride, S, false, ""));
+        cfg.classes = tr.num_classes();
+        app::Trainer t(cfg, opt, "ucf101");
+        std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
+        std::cout << "data: " << tr.layout().videos_dir << " (lists " << tr.layout().lists_dir << "), split " << vo.split
+                  << ": " << tr.size() << " training and " << te.size() << " test clips, " << tr.num_classes()
+                  << " classes\n";
+        const auto t0 = std::chrono::steady_clock::now();
+        Tensor x(Shape{1, 3, T, S, S});
+        std::vector<std::uint8_t> px(tr.clip_bytes());
+        const int label = tr.load(0, px.data());
+        const double ms = 1000 * seconds_since(t0);
+        normalise(px.data(), 1, px.size() / 3, x.data());
+        Tape tape;
+        auto _ = tape.no_grad();
+        tape.set_training(false);
+        Var xv(x);
+        Var logits = t.model().forward(tape, xv);
+        const double loss = ops::cross_entropy(tape, logits, std::vector<int>{label}).item();
+        LIERE_ENSURE(std::isfinite(loss), "the forward pass of the first clip gave a loss of " << loss);
+        std::cout << "first training clip: " << tr.clip_path(0) << " (class " << tr.class_names()[std::size_t(label)]
+                  << ") decoded to 3x" << T << "x" << S << "x" << S << " in " << std::fixed << std::setprecision(1) << ms
+                  << " ms; forward pass: loss " << std::setprecision(4) << loss << "\n";
+      } else {
+        app::Trainer t(cfg, opt, "passing");
+        std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
+      }
+      return 0;
+    }
+    if (opt.bench_steps > 0 && vo.bench_data == 0) {
+      app::Trainer t(cfg, opt, syn ? "passing" : "ucf101");
+      t.bench(opt.bench_steps);
+      return 0;
+    }
+
+    VideoSets d;
+    d.name = syn ? "passing" : "ucf101";
+    const std::string root = syn ? prepare_synthetic(vo, T, stride, S) : vo.root;
+    if (vo.bench_data > 0) {
+      bench_data(vo, T, stride, S, root);
+      if (opt.bench_steps > 0) {
+        app::Trainer t(cfg, opt, d.name);
+        t.bench(opt.bench_steps);
+      }
+      return 0;
+    }
+    const std::string cache = cache_dir_for(vo, root);
+    d.train = std::make_unique<data::Ucf101>(root, set_options(vo, T, stride, S, true, cache));
+    d.test = std::make_unique<data::Ucf101>(root, set_options(vo, T, stride, S, false, cache));
+    LIERE_ENSURE(d.train->class_names() == d.test->class_names(), "the training and test sets have different classes");
+    cfg.classes = d.train->num_classes();
+    index_test_set(d);
+    LIERE_ENSURE(d.train->size() >= opt.batch, "the training set has " << d.train->size() << " clips, fewer than one batch ("
+                                                                        << opt.batch << "); lower --batch");
+    std::cerr << "data: " << d.train->layout().videos_dir << ", split " << vo.split << ": " << d.train->size()
+              << " training and " << d.test_index.size() << " test clips, " << cfg.classes << " classes; clips " << T
+              << " frames (stride " << stride << ") of " << S << "x" << S << "; cache "
+              << (cache.empty() ? std::string("none") : cache) << "\n";
+
+    auto data_summary = [&](train::Metrics& s) {
+      s.emplace_back("data", d.name);
+      s.emplace_back("root", root);
+      s.emplace_back("split", vo.split);
+      s.emplace_back("frames", T);
+      s.emplace_back("stride", stride);
+      s.emplace_back("size", S);
+      s.emplace_back("train_n", d.train->size());
+      s.emplace_back("skipped_clips", int(d.train->skipped().size() + d.test->skipped().size()));
+    };
+
+    if (compare.empty()) {
+      const VideoRun r = train_one(cfg, opt, d);
+      if (!opt.predictions.empty()) train::write_predictions(opt.predictions, r.result.labels, r.result.preds);
+      if (!opt.summary_json.empty()) {
+        train::Metrics s = {{"test_acc", r.result.acc},
+                            {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                            {"test_loss", r.result.loss},
+                            {"test_n", int(r.result.correct.size())},
+                            {"pe", cfg.pe.label()},
+                            {"pe_config", cfg.pe.describe()},
+                            {"model", cfg.describe()},
+                            {"pe_params", r.pe_params},
+                            {"total_params", r.total_params},
+                            {"train_clips_per_s", r.clips_per_s},
+                            {"data_load_seconds", r.load_seconds},
+                            {"epochs", opt.epochs},
+                            {"seed", opt.seed}};
+        data_summary(s);
+        train::write_json_atomic(opt.summary_json, s);
+      }
+      return 0;
+    }
+
+    // --compare: every encoding under the same budget, on the same clips and the same training order.
+    const auto labels = app::split_list(compare);
+    LIERE_ENSURE(!labels.empty(), "--compare: no encodings given");
+    std::vector<VideoRun> runs;
+    for (const auto& l : labels) {
+      nn::VitConfig c = cfg;
+      c.pe = app::parse_pe_label(l, cfg.pe);
+      app::TrainOptions o = opt;
+      o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
+      if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + ".jsonl";
+      if (!opt.save.empty()) o.save = opt.save + "." + c.pe.label() + ".safetensors";
+      runs.push_back(train_one(c, o, d));
+      if (!opt.predictions.empty())
+        train::write_predictions(opt.predictions + "." + c.pe.label() + ".txt", runs.back().result.labels,
+                                 runs.back().result.preds);
+    }
+
+    // Paired bootstrap of every run against the first (10000 resamples, seed 0), as compare_runs does.
+    std::vector<train::PairedBootstrap> pb(runs.size());
+    for (std::size_t k = 1; k < runs.size(); ++k)
+      pb[k] = train::paired_bootstrap(runs[k].result.correct, runs[0].result.correct, 10000, 0.95, 0);
+    std::cout << "\n" << d.name << ": test accuracy on " << d.test_index.size() << " clips, 95% bootstrap CI; paired "
+              << "bootstrap against " << runs[0].label << " (10000 resamples)\n"
+              << "budget: " << opt.epochs << " epochs x " << d.train->size() << " clips, batch " << opt.batch << ", lr "
+              << opt.lr << ", " << cfg.describe() << "\n\n";
+    std::cout << std::left << std::setw(14) << "encoding" << std::setw(9) << "acc %" << std::setw(17) << "95% CI"
+              << std::setw(10) << "diff pp" << std::setw(19) << "diff 95% CI" << std::setw(10) << "p" << std::setw(11)
+              << "pe params" << "clips/s\n";
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const auto& r = runs[k];
+      std::ostringstream p;
+      if (k) p << std::setprecision(3) << pb[k].p_value;
+      std::cout << std::left << std::setw(14) << r.label << std::setw(9) << app::fmt_pct(r.result.acc) << std::setw(17)
+                << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(10)
+                << (k ? app::fmt_pct(pb[k].diff) : "") << std::setw(19)
+                << (k ? app::fmt_pct(pb[k].diff_lo) + " - " + app::fmt_pct(pb[k].diff_hi) : "") << std::setw(10)
+                << p.str() << std::setw(11) << r.pe_params << std::fixed << std::setprecision(1) << r.clips_per_s
+                << std::defaultfloat << "\n";
+    }
+
+    if (!compare_json.empty()) {
+      std::string rows = "[";
+      for (std::size_t k = 0; k < runs.size(); ++k) {
+        const auto& r = runs[k];
+        train::Metrics m{{"pe", r.label},
+                         {"test_acc", r.result.acc},
+                         {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                         {"test_loss", r.result.loss},
+                         {"test_n", int(r.result.correct.size())},
+                         {"pe_params", r.pe_params},
+                         {"total_params", r.total_params},
+                         {"train_clips_per_s", r.clips_per_s}};
+        if (k) {
+          m.emplace_back("vs", runs[0].label);
+          m.emplace_back("diff", pb[k].diff);
+          m.emplace_back("diff_ci95", std::vector<double>{pb[k].diff_lo, pb[k].diff_hi});
+          m.emplace_back("p_value", pb[k].p_value);
+        }
+        rows += (k ? ",\n  " : "\n  ") + train::to_json(m);
+      }
+      rows += "\n]\n";
+      io::write_file_atomic(compare_json, rows, {"--compare-json", {}});
+      std::cerr << "table: " << compare_json << "\n";
+    }
+    if (!compare_png.empty()) {
+      plot::BarChart bc;
+      bc.title = d.name + ": test accuracy (" + std::to_string(d.test_index.size()) + " clips, 95% CI)";
+      bc.x_label = "clips " + std::to_string(T) + "x" + std::to_string(S) + "x" + std::to_string(S);
+      bc.y_label = "accuracy (%)";
+      bc.bars = labels;
+      bc.groups = {d.name};
+      bc.values.assign(1, std::vector<double>(runs.size()));
+      bc.lo = bc.hi = bc.values;
+      for (std::size_t k = 0; k < runs.size(); ++k) {
+        bc.values[0][k] = 100 * runs[k].result.acc;
+        bc.lo[0][k] = 100 * runs[k].result.ci.lo;
+        bc.hi[0][k] = 100 * runs[k].result.ci.hi;
+      }
+      bc.y_min = 0;
+      bc.y_max = 100;
+      plot::bar_chart(compare_png, bc);
+      std::cerr << "chart: " << compare_png << "\n";
+    }
+    if (!opt.summary_json.empty()) {
+      train::Metrics s;
+      for (std::size_t k = 0; k < runs.size(); ++k) {
+        const auto& r = runs[k];
+        s.emplace_back("test_acc_" + r.label, r.result.acc);
+        s.emplace_back("test_acc_ci95_" + r.label, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
+        if (k) s.emplace_back("p_value_" + r.label + "_vs_" + runs[0].label, pb[k].p_value);
+      }
+      s.emplace_back("epochs", opt.epochs);
+      s.emplace_back("seed", opt.seed);
+      data_summary(s);
+      train::write_json_atomic(opt.summary_json, s);
+    }
+    return 0;
+  });
+}

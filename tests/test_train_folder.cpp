@@ -1,0 +1,135 @@
+// tests/test_train_folder.cpp — train_cifar --data folder end to end on tiny folders of PNG and JPEG images that the
+// test writes: reddish and bluish images of different sizes, so that a ViT learns the classes in a few steps through
+// RandomResizedCrop. Both layouts (class folders with every N-th image held out; train/ and val/), and bad input.
+#include <catch2/catch.hpp>
+
+#include <liere/io/json.hpp>
+
+#include <stb_image_write.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+using liere::test::TempDir;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string log;
+};
+
+Result run(const TempDir& dir, const std::string& args) {
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "train_cifar";
+  const std::string log = dir / "log.txt";
+  const std::string cmd = "OMP_NUM_THREADS=1 " + exe.string() + " --threads 1 " + args + " > " + log + " 2>&1";
+  const int s = std::system(cmd.c_str());
+  return {WIFEXITED(s) ? WEXITSTATUS(s) : -1, liere::test::read_bytes(log)};
+}
+
+double num(const liere::io::json::Value& o, const char* key) {
+  const auto* v = o.find(key);
+  INFO("key " << key);
+  REQUIRE((v && v->is_number()));
+  return v->number;
+}
+
+// An H×W image of class `red` (true: red dominates, else blue) with noise; PNG or JPEG by the extension.
+void write_image(const fs::path& path, bool red, int W, int H, std::mt19937& g) {
+  fs::create_directories(path.parent_path());
+  std::uniform_int_distribution<int> noise(0, 90);
+  std::vector<std::uint8_t> px(std::size_t(W) * H * 3);
+  for (std::size_t i = 0; i < px.size(); i += 3) {
+    px[i + 0] = std::uint8_t((red ? 160 : 40) + noise(g));
+    px[i + 1] = std::uint8_t(60 + noise(g));
+    px[i + 2] = std::uint8_t((red ? 40 : 160) + noise(g));
+  }
+  const bool png = path.extension() == ".png";
+  const int ok = png ? stbi_write_png(path.string().c_str(), W, H, 3, px.data(), W * 3)
+                     : stbi_write_jpg(path.string().c_str(), W, H, 3, px.data(), 90);
+  REQUIRE(ok != 0);
+}
+
+// n images per class under dir/<class>/ (sizes from 20×16 to 43×39; every other one a JPEG).
+void write_classes(const fs::path& dir, int n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  for (int i = 0; i < n; ++i)
+    for (const char* cls : {"blue", "red"}) {
+      const std::string name = std::string(cls) + "_" + std::to_string(i) + (i % 2 ? ".jpg" : ".png");
+      write_image(dir / cls / name, cls[0] == 'r', 20 + (i * 7) % 24, 16 + (i * 5) % 24, g);
+    }
+}
+
+bool has_program() {
+  const bool ok = fs::exists(fs::path(LIERE_BINARY_DIR) / "examples" / "train_cifar");
+  if (!ok) WARN("skipped: train_cifar is not built (LIERE_BUILD_EXAMPLES=OFF?)");
+  return ok;
+}
+
+const std::string kModel =
+    " --image-size 16 --patch 4 --model custom --dim 32 --depth 1 --heads 2 --mlp 64 --pe liere --block 8"
+    " --epochs 6 --batch 6 --lr 3e-3 --warmup 0 --eval-batch 16 ";
+
+}  // namespace
+
+TEST_CASE("train_cifar --data folder: class folders, every N-th image held out", "[program][images]") {
+  if (!has_program()) return;
+  TempDir dir("liere_train_folder");
+  write_classes(dir.path / "photos", 24, 1);
+  const std::string summary = dir / "s.json";
+  const Result r = run(dir, "--data folder --root " + (dir.path / "photos").string() + " --holdout-every 4" + kModel +
+                                "--summary-json " + summary);
+  INFO(r.log);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.log, Contains("train 36 test 12") && Contains("2 classes, every 4th image of each class held out") &&
+                        Contains("image=16x16"));
+  const auto s = liere::io::json::parse(liere::test::read_bytes(summary));
+  CHECK(num(s, "train_n") == 36);
+  CHECK(num(s, "test_n") == 12);
+  // The colour decides the class: learnt from 36 crops in 36 steps (chance is 50%).
+  CHECK(num(s, "test_acc") >= 0.9);
+}
+
+TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program][images]") {
+  if (!has_program()) return;
+  TempDir dir("liere_train_folder");
+  const fs::path root = dir.path / "imagenet_like";
+  write_classes(root / "train", 12, 2);
+  write_classes(root / "val", 4, 3);
+  const std::string summary = dir / "s.json";
+  Result r = run(dir, "--data folder --root " + root.string() + kModel + "--summary-json " + summary);
+  INFO(r.log);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.log, Contains("train 24 test 8") && Contains("train/ and val/"));
+  CHECK(num(liere::io::json::parse(liere::test::read_bytes(summary)), "test_n") == 8);
+
+  // --dry-run needs the folder only for the number of classes.
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.log, Contains("classes=2"));
+
+  // No --root; a size the patch does not divide; a class in val/ that train/ lacks; a corrupt image.
+  r = run(dir, "--data folder" + kModel);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--data folder needs --root DIR"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--image-size 18");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("--image-size 18 is not a multiple of --patch 4"));
+  std::mt19937 g(4);
+  write_image(root / "val" / "green" / "g.png", false, 20, 20, g);
+  r = run(dir, "--data folder --root " + root.string() + kModel);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("green") && Contains("is not one of the 2 given classes"));
+  fs::remove_all(root / "val" / "green");
+  liere::test::write_text((root / "train" / "red" / "broken.png").string(), "\x89PNG\r\n\x1a\n truncated");
+  r = run(dir, "--data folder --root " + root.string() + kModel);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("broken.png"));
+}
