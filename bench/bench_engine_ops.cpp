@@ -7,7 +7,7 @@
 //              cblas_sgemm when libopenblas.so.0 can be loaded (dlopen: no build dependency) — the library
 //              PyTorch's CPU build uses; the best of these is "the machine's sgemm throughput";
 //   gemm       the same six products through liere::cpu::gemm (one slab of C per thread), with its Eigen
-//              and (if loadable) OpenBLAS backends;
+//              and (if loadable) OpenBLAS and oneDNN backends;
 //   linear     fc1 (192 → 768) and fc2 (768 → 192) through the kernels (bias included), forward + backward;
 //   layernorm  (8320, 192) forward + backward;
 //   gelu       (8320, 768) forward + backward;
@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
     t_gemm_blas = median_ms(six_gemms, reps);
     report("gemm_liere_openblas_6_products", t_gemm_blas, 6 * gemm_flops, 0);
   }
+  double t_gemm_dnnl = 0;
+  if (cpu::set_gemm_backend(cpu::GemmBackend::Dnnl)) {
+    t_gemm_dnnl = median_ms(six_gemms, reps);
+    report("gemm_liere_dnnl_6_products", t_gemm_dnnl, 6 * gemm_flops, 0);
+  }
   cpu::set_gemm_backend(cpu::GemmBackend::Eigen);
 
   // ---- kernels ----
@@ -205,6 +210,12 @@ int main(int argc, char** argv) {
     report("mlp_block_tape_openblas_fwd_bwd", t_block_blas, 6 * gemm_flops, 0);
     cpu::set_gemm_backend(cpu::GemmBackend::Eigen);
   }
+  double t_block_dnnl = 0;
+  if (cpu::set_gemm_backend(cpu::GemmBackend::Dnnl)) {
+    t_block_dnnl = median_ms(block, reps);
+    report("mlp_block_tape_dnnl_fwd_bwd", t_block_dnnl, 6 * gemm_flops, 0);
+    cpu::set_gemm_backend(cpu::GemmBackend::Eigen);
+  }
 
   auto rate = [&](double ms) { return ms > 0 ? 6 * gemm_flops / ms * 1e-6 : 0.0; };
   const double machine = std::max({rate(t_sgemm), rate(t_sgemm1), rate(t_blas)});
@@ -212,7 +223,11 @@ int main(int argc, char** argv) {
   const PoolStats ps = buffer_pool().stats();
   std::printf("# sgemm GFLOP/s: Eigen %.1f (1 thread %.1f), OpenBLAS %.1f; machine = best library = %.1f\n",
               rate(t_sgemm), rate(t_sgemm1), rate(t_blas), machine);
-  std::printf("# liere::cpu::gemm GFLOP/s: Eigen backend %.1f, OpenBLAS backend %.1f\n", rate(t_gemm), rate(t_gemm_blas));
+  std::printf("# liere::cpu::gemm GFLOP/s: Eigen backend %.1f, OpenBLAS backend %.1f, oneDNN backend %.1f\n", rate(t_gemm),
+              rate(t_gemm_blas), rate(t_gemm_dnnl));
+  std::printf("# MLP block via tape, oneDNN backend: %.1f GFLOP/s = %.0f%% of liere::cpu::gemm on oneDNN; beyond its six GEMMs %.1f ms\n",
+              rate(t_block_dnnl), t_gemm_dnnl > 0 ? 100 * rate(t_block_dnnl) / rate(t_gemm_dnnl) : 0.0,
+              t_block_dnnl - t_gemm_dnnl);
   std::printf("# linear fc1 %.1f, fc2 %.1f GFLOP/s (Eigen backend)\n", 3 * gemm_flops / t_fc1 * 1e-6,
               3 * gemm_flops / t_fc2 * 1e-6);
   std::printf("# MLP block via tape: Eigen backend %.1f GFLOP/s = %.0f%%, OpenBLAS backend %.1f GFLOP/s = %.0f%% of the machine's sgemm\n",

@@ -65,8 +65,8 @@ def parse_args():
     p.add_argument("--vit-steps", type=int, default=6, help="timed ViT training steps per run [6]")
     p.add_argument("--no-dense-official", action="store_true",
                    help="skip torch's liere64-dense-official (slow: about 1-5 s per fwd+bwd)")
-    p.add_argument("--gemm", choices=["eigen", "openblas"], default=None,
-                   help="liere's GEMM for bench_attention (LIERE_GEMM); default: the library's default")
+    p.add_argument("--gemm", choices=["eigen", "dnnl", "openblas"], default=None,
+                   help="liere's GEMM (LIERE_GEMM) for every liere program; default: the library's (oneDNN where it loads)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 round, 2 reps, 1 warm-up")
     p.add_argument("--verbose", action="store_true", help="show the output of every program")
     a = p.parse_args()

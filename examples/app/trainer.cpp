@@ -42,7 +42,7 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("predictions", &predictions, "per-example test predictions (for compare_runs)", "PATH");
   f.section("Modes");
   f.add("bench-steps", &bench_steps, "time N training steps on random data, print train_img_per_s=X, exit");
-  f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G and exit");
+  f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E and exit");
 }
 
 void TrainOptions::validate() const {
@@ -84,7 +84,7 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
 std::string Trainer::dry_run_line() const {
   std::ostringstream o;
   o << "pe_params=" << pe_params() << " total_params=" << total_params() << " gflops_per_image=" << std::setprecision(4)
-    << cfg_.gflops_per_image();
+    << cfg_.gflops_per_image() << " pe_gflops_per_image=" << cfg_.pe_gflops_per_image();
   return o.str();
 }
 

@@ -91,7 +91,7 @@ class Trainer {
   std::int64_t total_params() const { return params_.numel(); }
   const nn::VitConfig& config() const { return cfg_; }
 
-  // "pe_params=N total_params=M gflops_per_image=G".
+  // "pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E" (docs/flops.md).
   std::string dry_run_line() const;
 
   // What a checkpoint must match to be resumed.

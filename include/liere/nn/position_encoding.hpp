@@ -14,12 +14,24 @@
 // The tables are computed on the host (each block's exponential in double, pe/liere.hpp) and copied to the
 // model's device when it is not the CPU. Fixed encodings (visionllama, rope-1d) keep their tables until the
 // positions change.
+//
+// Caching (docs/api.md, "Inference: cached and baked tables"). A forward that needs no gradient for the encoding
+// (under tape.no_grad(), or after freeze()) reuses the tables (and STRING's transforms) of the previous such
+// forward when the parameters, the positions and the device are the same. "The same parameters" is checked on
+// their values (a copy taken when the tables were computed, compared bit for bit: a few hundred kB at most), so
+// an optimizer step, a checkpoint load or a write through encoding().params() all invalidate the cache, with no
+// counter anyone could forget to bump. A forward that records gradients computes its tables fresh, as before.
+//   freeze()       the encoding's parameters become constants: no gradient reaches them, their tables are cached
+//                  from one forward to the next, even while the rest of the model trains; unfreeze() undoes it.
+//   bake(grid)     freeze() and compute the tables of this grid now, so that the first inference pays nothing.
 #pragma once
 
 #include <liere/autodiff/ops.hpp>
 #include <liere/nn/module.hpp>
 #include <liere/pe/encoding.hpp>
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace liere::nn {
@@ -87,17 +99,30 @@ class PositionEncodingModuleT {
     LIERE_DISPATCH(S, dev, add_broadcast_forward, x.data(), rows.data(), y.data(), R, M);
     if (y.requires_grad()) {
       PositionEncoding<S>* pe = pe_.get();
-      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, R, M, rs, dev] {
+      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, R, M, rs, dev, frozen = frozen_] {
         const S* dy = gy.get();
         if (!dy) return;
         TensorT<S> drows = TensorT<S>::zeros(rs, dev);
         S* dx = gx.acc();
         LIERE_DISPATCH(S, dev, add_broadcast_backward, dy, dx, drows.data(), R, M);
-        pe->absolute_rows_backward(drows.on_host() ? drows.data() : drows.to(Device::cpu).data());
+        if (!frozen) pe->absolute_rows_backward(drows.on_host() ? drows.data() : drows.to(Device::cpu).data());
       });
     }
     return y;
   }
+
+  // See the header comment. freeze() keeps the parameters registered (checkpoints still hold them) but no gradient
+  // reaches them: an optimizer then sees zero gradients for them.
+  void freeze(bool frozen = true) { frozen_ = frozen; }
+  void unfreeze() { frozen_ = false; }
+  bool frozen() const { return frozen_; }
+  void bake(const std::vector<int>& grid, Device device = Device::cpu) {
+    freeze();
+    TapeT<S> tape;
+    (void)begin(tape, grid, device);
+  }
+  // How many times the learned tables were computed (the cache's misses and every forward with gradients).
+  std::uint64_t table_computations() const { return table_computations_; }
 
   PositionEncoding<S>& encoding() { return *pe_; }
   const PositionEncoding<S>& encoding() const { return *pe_; }
@@ -120,8 +145,15 @@ class PositionEncodingModuleT {
       e.tables = VarT<S>(fixed_tables_);
       return e;
     }
+    if (frozen_ || !tape.grad_enabled() || !params_.front().requires_grad()) {  // constants: the cache
+      refresh_cache(ts, xs, device);
+      e.tables = VarT<S>(cached_tables_);
+      if (pe_->has_transforms()) e.transforms = VarT<S>(cached_transforms_);
+      return e;
+    }
     e.tables = tape.output(ts, params_.front());
     compute_tables(e.tables.value());
+    ++table_computations_;
     if (pe_->has_transforms()) {
       e.transforms = tape.output(xs, params_.front());
       std::vector<S> host(std::size_t(xs.numel()));
@@ -155,8 +187,36 @@ class PositionEncodingModuleT {
     t.copy_from(host);
   }
 
+  // The learned tables for a forward without gradients: recomputed when the parameter values, the positions or
+  // the device differ from those of the cached ones.
+  void refresh_cache(const Shape& ts, const Shape& xs, Device device) {
+    const std::span<const S> now = pe_->params();
+    const bool same = cached_tables_.defined() && cached_device_ == device &&
+                      cached_positions_ == pe_->positions_version() && cached_tables_.shape() == ts &&
+                      std::equal(now.begin(), now.end(), cached_params_.begin(), cached_params_.end());
+    if (same) return;
+    cached_tables_ = TensorT<S>(ts, device);
+    compute_tables(cached_tables_);
+    ++table_computations_;
+    if (pe_->has_transforms()) {
+      std::vector<S> host(std::size_t(xs.numel()));
+      pe_->compute_transforms(host);
+      cached_transforms_ = TensorT<S>(xs, device);
+      cached_transforms_.copy_from(TensorT<S>::wrap(host.data(), xs));
+    }
+    cached_params_.assign(now.begin(), now.end());
+    cached_positions_ = pe_->positions_version();
+    cached_device_ = device;
+  }
+
   std::unique_ptr<PositionEncoding<S>> pe_;
   std::vector<ParameterT<S>> params_;
+  bool frozen_ = false;
+  TensorT<S> cached_tables_, cached_transforms_;
+  std::vector<S> cached_params_;
+  std::uint64_t cached_positions_ = 0;
+  Device cached_device_ = Device::cpu;
+  std::uint64_t table_computations_ = 0;
   std::vector<int> grid_;
   TensorT<S> fixed_tables_;  // fixed kinds: the tables of positions version fixed_version_
   std::uint64_t fixed_version_ = 0;

@@ -79,8 +79,9 @@ struct VitConfig {
     LIERE_ENSURE(classes > 0 && channels > 0 && patch > 0 && mlp_hidden > 0, "ViT: sizes must be positive");
     (void)grid();
   }
-  // Forward multiply-adds ×2 per image (matrix products and attention; elementwise ops not counted).
-  double gflops_per_image() const {
+  // Forward FLOPs per image, 2 per multiply-add (docs/flops.md). The backbone: matrix products and attention
+  // (elementwise ops not counted).
+  double backbone_gflops_per_image() const {
     const double T = tokens(), N = patches(), C = dim, H = heads, Dh = head_dim();
     const double patch_vol = double(channels) * patch * patch * (video() ? tubelet : 1);
     double f = 2 * N * patch_vol * C;
@@ -88,6 +89,24 @@ struct VitConfig {
     f += 2 * C * classes;
     return f * 1e-9;
   }
+  // The position encoding's share per image: a rotary encoding rotates q and k of every rotated token in every
+  // layer and head with its block-diagonal table, 2·D·b per vector (the CLS token too under --cls identity,
+  // where its rotation is the identity but is applied, as in the official code; not under --cls skip); STRING
+  // first applies its dense transform to every token, 2·D² per vector. The absolute encoding adds its table,
+  // T·C. The rotation tables themselves do not depend on the image: they are computed once per forward (or
+  // never, when cached or baked) and counted apart (PositionEncoding::table_flops, docs/flops.md).
+  double pe_gflops_per_image() const {
+    const PEKindInfo& info = pe.info();
+    const double T = tokens(), C = dim, D = head_dim();
+    if (pe.kind == PEKind::absolute) return T * C * 1e-9;
+    if (!info.rotary) return 0.0;
+    const double rotated = patches() + (pool == Pool::cls && pe.cls != ClsPolicy::skip ? 1 : 0);
+    const double b = pe.effective_block();
+    double f = depth * heads * rotated * 2 * (2 * D * b);
+    if (pe.kind == PEKind::string_cayley) f += depth * heads * T * 2 * (2 * D * D);
+    return f * 1e-9;
+  }
+  double gflops_per_image() const { return backbone_gflops_per_image() + pe_gflops_per_image(); }
   std::string describe() const {
     std::ostringstream o;
     o << "vit dim=" << dim << " depth=" << depth << " heads=" << heads << " mlp=" << mlp_hidden << " patch=" << patch;

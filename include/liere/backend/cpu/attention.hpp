@@ -166,8 +166,7 @@ void attention_forward(const AttentionShape& s, const Scalar* q, const Scalar* k
       const Scalar* km = kh + b * T * qld + h * D;
       const Scalar* vm = v + b * T * ld + h * D;    // (T, D), rows ld apart
       Scalar* p = cache.probs.data() + std::int64_t(bh) * T * T;  // (T, T)
-      gemm<Scalar>(false, true, T, T, D, Scalar(1), qm, qld, km, qld, Scalar(0), p, T);  // Q̂ K̂ᵀ
-      Eigen::Map<detail::RowMajor<Scalar>>(p, T, T) *= scale;
+      gemm<Scalar>(false, true, T, T, D, scale, qm, qld, km, qld, Scalar(0), p, T);  // Q̂ K̂ᵀ / √D (the scale as α)
       softmax_rows_forward(p, T, key_mask.empty() ? nullptr : key_mask.data() + std::int64_t(b) * T);
       gemm<Scalar>(false, false, T, D, T, Scalar(1), p, T, vm, ld, Scalar(0), out + std::int64_t(b) * T * HD + h * D,
                    HD);  // P V

@@ -6,13 +6,17 @@
 // (cblas_sgemm with CblasRowMajor), so switching to another GEMM (OpenBLAS, MKL, cuBLAS) is a change of
 // this file only. beta = 0 never reads C (C may hold garbage, even NaN), as in BLAS.
 //
-// Two implementations of the per-thread product, chosen at run time (gemm_backend()):
-//   Eigen     (default) Eigen's GEMM on Maps of the caller's buffers (no copies);
-//   OpenBLAS  cblas_sgemm / cblas_dgemm from libopenblas.so.0, loaded with dlopen on first use (no build
-//             dependency; where it cannot be loaded, Eigen stays). Select it with set_gemm_backend() or the
-//             environment variable LIERE_GEMM=openblas. On the 2-core AVX-512 development machine it is ~30%
-//             faster than Eigen single-threaded (88 against 64 GFLOP/s on the ViT-Tiny MLP shapes). OpenBLAS is
-//             pinned to one thread: the threading is liere's, below, for both.
+// Three implementations of the per-thread product, chosen at run time (gemm_backend()):
+//   oneDNN    (default for float where libdnnl.so.2 can be loaded) dnnl_sgemm, loaded with dlopen on first use:
+//             no build dependency, the library stays header-only; JIT AVX-512/AVX2 kernels. Its first call JITs
+//             its kernels (40–90 ms, once per process). It has no double GEMM: double stays on Eigen. Measured
+//             1.4–1.7× Eigen on the ViT products and 1.4–2.2× on most per-head attention products on the 2-core
+//             AVX-512 development machine (bench/bench_gemm.cpp). Debian package: libdnnl2 (runtime) or libdnnl-dev.
+//   Eigen     (the fallback, and double) Eigen's GEMM on Maps of the caller's buffers (no copies);
+//   OpenBLAS  cblas_sgemm / cblas_dgemm from libopenblas.so.0, also dlopen'ed, pinned to one thread.
+// Select with set_gemm_backend() or the environment variable LIERE_GEMM=dnnl|eigen|openblas (read once, at the
+// first product; a value that is not one of these, or a library that cannot be loaded, stops with an error that
+// says so). Without LIERE_GEMM: oneDNN when it loads, else Eigen.
 // Threads: a large product is cut into one
 // contiguous slab of C per OpenMP thread (rows of C, or its columns when C has few rows), and each thread
 // runs Eigen's single-threaded GEMM on its slab over the full K. This beats Eigen's own parallel GEMM, whose
@@ -27,15 +31,17 @@
 #include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
 #include <liere/core/parallel.hpp>
+#include <string>
 #include <type_traits>
 
 namespace liere::cpu {
 
-enum class GemmBackend { Eigen, OpenBLAS };
+enum class GemmBackend { Eigen, OpenBLAS, Dnnl };
 
 namespace detail {
 // cblas_?gemm(order, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), with CBLAS's enum values.
@@ -60,24 +66,65 @@ inline const OpenBlas* openblas() {
   }();
   return lib;
 }
-inline GemmBackend& gemm_backend_slot() {
-  static GemmBackend b = [] {
-    const char* env = std::getenv("LIERE_GEMM");
-    return env && std::strcmp(env, "openblas") == 0 && openblas() ? GemmBackend::OpenBLAS : GemmBackend::Eigen;
+// dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): row-major, 'N' or 'T', dnnl_dim_t =
+// int64_t, returns dnnl_status_t (0 = dnnl_success). From libdnnl.so.2 (oneDNN 2.x), looked up once.
+using DnnlSgemm = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
+                          const float*, std::int64_t, float, float*, std::int64_t);
+inline DnnlSgemm dnnl_sgemm() {
+  static const DnnlSgemm fn = []() -> DnnlSgemm {
+    void* h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return nullptr;
+    return reinterpret_cast<DnnlSgemm>(dlsym(h, "dnnl_sgemm"));
   }();
+  return fn;
+}
+inline bool gemm_backend_available(GemmBackend b) {
+  switch (b) {
+    case GemmBackend::Eigen: return true;
+    case GemmBackend::OpenBLAS: return openblas() != nullptr;
+    case GemmBackend::Dnnl: return dnnl_sgemm() != nullptr;
+  }
+  return false;
+}
+// The choice of LIERE_GEMM (or the default when it is unset or empty).
+inline GemmBackend gemm_backend_from_env() {
+  const char* env = std::getenv("LIERE_GEMM");
+  if (!env || !*env) return dnnl_sgemm() ? GemmBackend::Dnnl : GemmBackend::Eigen;
+  const std::string v = env;
+  GemmBackend b = GemmBackend::Eigen;
+  if (v == "dnnl" || v == "onednn") b = GemmBackend::Dnnl;
+  else if (v == "openblas") b = GemmBackend::OpenBLAS;
+  else LIERE_ENSURE(v == "eigen", "LIERE_GEMM=" << v << ": expected one of eigen, dnnl, openblas");
+  LIERE_ENSURE(gemm_backend_available(b),
+               "LIERE_GEMM=" << v << ": "
+                             << (b == GemmBackend::Dnnl ? "libdnnl.so.2 (Debian: libdnnl2)"
+                                                        : "libopenblas.so.0 (Debian: libopenblas0)")
+                             << " cannot be loaded");
+  return b;
+}
+inline GemmBackend& gemm_backend_slot() {
+  static GemmBackend b = gemm_backend_from_env();
   return b;
 }
 }  // namespace detail
 
-// The implementation gemm() uses now.
+// The implementation gemm() uses now (for float; double runs on Eigen under Dnnl).
 inline GemmBackend gemm_backend() { return detail::gemm_backend_slot(); }
-// Selects the implementation; returns false (and keeps Eigen) when OpenBLAS cannot be loaded.
+// Selects the implementation; returns false (and changes nothing) when its library cannot be loaded.
 inline bool set_gemm_backend(GemmBackend b) {
-  if (b == GemmBackend::OpenBLAS && !detail::openblas()) return false;
+  if (!detail::gemm_backend_available(b)) return false;
   detail::gemm_backend_slot() = b;
   return true;
 }
-inline const char* gemm_backend_name() { return gemm_backend() == GemmBackend::OpenBLAS ? "OpenBLAS" : "Eigen"; }
+inline const char* gemm_backend_name(GemmBackend b) {
+  switch (b) {
+    case GemmBackend::Eigen: return "Eigen";
+    case GemmBackend::OpenBLAS: return "OpenBLAS";
+    case GemmBackend::Dnnl: return "oneDNN";
+  }
+  return "?";
+}
+inline const char* gemm_backend_name() { return gemm_backend_name(gemm_backend()); }
 
 namespace detail {
 template <class S>
@@ -102,6 +149,16 @@ void gemm_block(bool trans_a, bool trans_b, Index m0, Index m, Index n0, Index n
         ob->dgemm(OpenBlas::kRowMajor, ta, tb, int(m), int(n), int(K), alpha, a, int(lda), b, int(ldb), beta,
                   C + m0 * ldc + n0, int(ldc));
       return;
+    }
+    if (std::is_same_v<S, float> && gemm_backend() == GemmBackend::Dnnl && K > 0) {
+      const S* a = trans_a ? A + m0 : A + m0 * lda;
+      const S* b = trans_b ? B + n0 * ldb : B + n0;
+      // Inside a parallel region (the slabs below, the per-head attention loops) oneDNN runs on the calling thread.
+      const int status = detail::dnnl_sgemm()(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, K, float(alpha),
+                                               reinterpret_cast<const float*>(a), lda, reinterpret_cast<const float*>(b),
+                                               ldb, float(beta), reinterpret_cast<float*>(C + m0 * ldc + n0), ldc);
+      if (status == 0) return;
+      // Only invalid arguments fail, and gemm() checked them: should it happen, Eigen computes the block.
     }
   }
   MMap c(C + m0 * ldc + n0, m, n, Eigen::OuterStride<>(ldc));

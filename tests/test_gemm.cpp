@@ -1,0 +1,182 @@
+// The GEMM backends (backend/cpu/gemm.hpp): every float backend that loads on this machine (oneDNN, OpenBLAS)
+// against Eigen and against a double reference on random shapes, every transpose combination, padded leading
+// dimensions, alpha/beta (beta = 0 with NaN in C: C is never read), inside and outside a parallel region; and the
+// LIERE_GEMM switch.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <liere/backend/cpu/gemm.hpp>
+#include <omp.h>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cpu = liere::cpu;
+using liere::Index;
+
+namespace {
+
+struct Case {
+  Index M, N, K, lda, ldb, ldc;
+  bool ta, tb;
+  float alpha, beta;
+  std::vector<float> a, b, c0;
+};
+
+Case random_case(std::mt19937_64& g, Index max_dim) {
+  std::uniform_int_distribution<Index> dim(1, max_dim), pad(0, 5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Case c;
+  c.M = dim(g), c.N = dim(g), c.K = dim(g);
+  c.ta = g() & 1, c.tb = g() & 1;
+  c.lda = (c.ta ? c.M : c.K) + pad(g), c.ldb = (c.tb ? c.K : c.N) + pad(g), c.ldc = c.N + pad(g);
+  const float alphas[] = {1.f, -0.75f, 2.5f}, betas[] = {0.f, 1.f, -0.5f};
+  c.alpha = alphas[g() % 3], c.beta = betas[g() % 3];
+  c.a.resize(std::size_t((c.ta ? c.K : c.M) * c.lda));
+  c.b.resize(std::size_t((c.tb ? c.N : c.K) * c.ldb));
+  c.c0.resize(std::size_t(c.M * c.ldc));
+  for (std::vector<float>* v : {&c.a, &c.b, &c.c0})
+    for (float& x : *v) x = u(g);
+  if (c.beta == 0.f)  // beta = 0 never reads C
+    for (Index i = 0; i < c.M; ++i)
+      for (Index j = 0; j < c.N; ++j) c.c0[std::size_t(i * c.ldc + j)] = std::nanf("");
+  return c;
+}
+
+// C of the case with the current backend (the padding of C must stay untouched).
+std::vector<float> run(const Case& c, bool in_parallel_region) {
+  std::vector<float> out = c.c0;
+  auto call = [&] {
+    cpu::gemm<float>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, c.a.data(), c.lda, c.b.data(), c.ldb, c.beta, out.data(),
+                     c.ldc);
+  };
+  if (in_parallel_region) {
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+      call();
+    }
+  } else {
+    call();
+  }
+  return out;
+}
+
+// The exact (double) value of C(i, j) and the bound (K + 2)·u·(|α| Σ_k |a||b| + |β| |c0|) (u = 2⁻²⁴) on the error
+// of any float GEMM that sums in float (the classical γ_K bound), whatever its blocking.
+std::pair<double, double> reference(const Case& c, Index i, Index j) {
+  double s = 0, s_abs = 0;
+  for (Index k = 0; k < c.K; ++k) {
+    const double x = c.ta ? c.a[std::size_t(k * c.lda + i)] : c.a[std::size_t(i * c.lda + k)];
+    const double y = c.tb ? c.b[std::size_t(j * c.ldb + k)] : c.b[std::size_t(k * c.ldb + j)];
+    s += x * y;
+    s_abs += std::abs(x * y);
+  }
+  const double c0 = c.beta == 0.f ? 0.0 : c.c0[std::size_t(i * c.ldc + j)];
+  return {c.alpha * s + c.beta * c0,
+          (double(c.K) + 2) * std::ldexp(1.0, -24) * (std::abs(c.alpha) * s_abs + std::abs(c.beta) * std::abs(c0)) +
+              1e-30};
+}
+
+// Max over C of |out − ref| / bound (≤ 1 for a correct float GEMM; infinite for a NaN); with other given, of
+// |out − other| / (2·bound) (two results that both meet the bound differ by at most twice it).
+double max_units(const Case& c, const std::vector<float>& out, const std::vector<float>* other = nullptr) {
+  double worst = 0;
+  for (Index i = 0; i < c.M; ++i)
+    for (Index j = 0; j < c.N; ++j) {
+      const auto [ref, bound] = reference(c, i, j);
+      const std::size_t at = std::size_t(i * c.ldc + j);
+      const double got = out[at], e = other ? std::abs(got - (*other)[at]) / (2 * bound) : std::abs(got - ref) / bound;
+      worst = std::max(worst, std::isfinite(got) ? e : HUGE_VAL);
+    }
+  return worst;
+}
+
+bool padding_untouched(const Case& c, const std::vector<float>& out) {
+  for (Index i = 0; i < c.M; ++i)
+    for (Index j = c.N; j < c.ldc; ++j) {
+      const float a = out[std::size_t(i * c.ldc + j)], b = c.c0[std::size_t(i * c.ldc + j)];
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("gemm: every float backend agrees with Eigen and with a double reference on random shapes", "[gemm]") {
+  const cpu::GemmBackend saved = cpu::gemm_backend();
+  std::vector<cpu::GemmBackend> others;
+  for (auto b : {cpu::GemmBackend::Dnnl, cpu::GemmBackend::OpenBLAS})
+    if (cpu::set_gemm_backend(b)) others.push_back(b);
+    else WARN(cpu::gemm_backend_name(b) << " cannot be loaded here: not tested");
+  std::mt19937_64 g(20261124);
+  int cases = 0;
+  for (int rep = 0; rep < 120; ++rep) {
+    // Mostly small and odd shapes; every fourth one large enough to be cut into slabs per thread.
+    const Case c = random_case(g, rep % 4 == 3 ? 300 : 70);
+    for (bool par : {false, true}) {
+      REQUIRE(cpu::set_gemm_backend(cpu::GemmBackend::Eigen));
+      const std::vector<float> eigen = run(c, par);
+      INFO("M " << c.M << " N " << c.N << " K " << c.K << " ta " << c.ta << " tb " << c.tb << " lda " << c.lda
+                << " ldb " << c.ldb << " ldc " << c.ldc << " alpha " << c.alpha << " beta " << c.beta
+                << " in a parallel region " << par);
+      CHECK(max_units(c, eigen) <= 1.0);
+      for (auto b : others) {
+        REQUIRE(cpu::set_gemm_backend(b));
+        const std::vector<float> out = run(c, par);
+        INFO(cpu::gemm_backend_name(b));
+        CHECK(max_units(c, out) <= 1.0);
+        CHECK(padding_untouched(c, out));
+        CHECK(max_units(c, out, &eigen) <= 1.0);  // against Eigen's result
+        ++cases;
+      }
+    }
+  }
+  cpu::set_gemm_backend(saved);
+  if (!others.empty()) CHECK(cases == 2 * 120 * int(others.size()));
+}
+
+TEST_CASE("gemm: K = 0 scales C by beta on every backend", "[gemm]") {
+  const cpu::GemmBackend saved = cpu::gemm_backend();
+  for (auto b : {cpu::GemmBackend::Eigen, cpu::GemmBackend::Dnnl, cpu::GemmBackend::OpenBLAS}) {
+    if (!cpu::set_gemm_backend(b)) continue;
+    std::vector<float> c = {1, 2, 3, 4, 5, 6}, a(1), bb(1);
+    cpu::gemm<float>(false, false, 2, 3, 0, 1.f, a.data(), 1, bb.data(), 3, 0.5f, c.data(), 3);
+    CHECK(c == std::vector<float>{0.5f, 1.f, 1.5f, 2.f, 2.5f, 3.f});
+  }
+  cpu::set_gemm_backend(saved);
+}
+
+TEST_CASE("gemm: LIERE_GEMM picks the backend; an unknown name or a missing library is an error", "[gemm]") {
+  const char* old = std::getenv("LIERE_GEMM");
+  const std::string saved = old ? old : "";
+  auto pick = [](const char* v) {
+    if (v) setenv("LIERE_GEMM", v, 1);
+    else unsetenv("LIERE_GEMM");
+    return cpu::detail::gemm_backend_from_env();
+  };
+  CHECK(pick("eigen") == cpu::GemmBackend::Eigen);
+  // Default: oneDNN where it loads (float products), else Eigen.
+  CHECK(pick(nullptr) ==
+        (cpu::detail::gemm_backend_available(cpu::GemmBackend::Dnnl) ? cpu::GemmBackend::Dnnl : cpu::GemmBackend::Eigen));
+  CHECK(pick("") == pick(nullptr));
+  if (cpu::detail::gemm_backend_available(cpu::GemmBackend::Dnnl)) CHECK(pick("dnnl") == cpu::GemmBackend::Dnnl);
+  else CHECK_THROWS_WITH(pick("dnnl"), Catch::Contains("libdnnl.so.2"));
+  CHECK_THROWS_WITH(pick("mkl"), Catch::Contains("expected one of eigen, dnnl, openblas"));
+  if (old) setenv("LIERE_GEMM", saved.c_str(), 1);
+  else unsetenv("LIERE_GEMM");
+}
+
+TEST_CASE("gemm: double products stay on Eigen under oneDNN", "[gemm]") {
+  const cpu::GemmBackend saved = cpu::gemm_backend();
+  if (!cpu::set_gemm_backend(cpu::GemmBackend::Dnnl)) {
+    WARN("libdnnl.so.2 not found");
+    return;
+  }
+  // 3 × 3 identity times B: exact in any order of summation, in double.
+  std::vector<double> a = {1, 0, 0, 0, 1, 0, 0, 0, 1}, b = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, c(9);
+  cpu::gemm<double>(false, false, 3, 3, 3, 1.0, a.data(), b.data(), 0.0, c.data());
+  CHECK(c == b);
+  cpu::set_gemm_backend(saved);
+}

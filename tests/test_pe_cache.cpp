@@ -1,0 +1,171 @@
+// The rotation-table cache of the engine's position-encoding module (nn/position_encoding.hpp): forwards without
+// gradients reuse the tables while the parameters, positions and device stay the same; an optimizer step, a write to
+// the parameters, a checkpoint-style load or a new grid invalidate them; freeze() and bake() for inference. The
+// cached tables are checked against a fresh computation, and whole-model outputs against the uncached path.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <liere/nn/engine.hpp>
+#include <liere/optim/adam.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using liere::Index;
+using liere::Shape;
+using S = float;
+using Tensor = liere::TensorT<S>;
+using Tape = liere::TapeT<S>;
+
+liere::nn::VitConfig small_config(const std::string& pe, int block = 4) {
+  liere::nn::VitConfig c;
+  c.image = {8, 12};
+  c.channels = 2;
+  c.patch = 4;
+  c.dim = 16, c.depth = 2, c.heads = 2, c.mlp_hidden = 24, c.classes = 3;
+  c.pe.set("pe", pe);
+  if (pe == "liere") c.pe.set("block", std::to_string(block));
+  return c;
+}
+
+Tensor random_images(const liere::nn::VitConfig& c, int B, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> n(0, 1);
+  Shape s{B, c.channels};
+  for (int d : c.image) s.push_back(d);
+  Tensor x(s);
+  for (Index i = 0; i < x.numel(); ++i) x.data()[i] = n(g);
+  return x;
+}
+
+std::vector<S> values(const Tensor& t) { return std::vector<S>(t.data(), t.data() + t.numel()); }
+
+// The tables of the module for `grid`, computed fresh (a forward that records gradients never uses the cache).
+std::vector<S> fresh_tables(liere::nn::PositionEncodingModuleT<S>& m, const std::vector<int>& grid) {
+  Tape tape;
+  const auto e = m.begin(tape, grid);
+  REQUIRE(e.tables.requires_grad());
+  return values(e.tables.value());
+}
+
+}  // namespace
+
+TEST_CASE("PE cache: forwards without gradients reuse the tables until the parameters change", "[pe][cache]") {
+  for (const std::string pe : {"liere", "rope-mixed", "string"}) {
+    INFO(pe);
+    const auto cfg = small_config(pe, 4);
+    liere::nn::ParamsT<S> params;
+    liere::nn::VitT<S> model(params, cfg, 3);
+    auto& m = model.pe();
+    const std::vector<int> grid = cfg.grid();
+    auto eval_tables = [&] {
+      Tape tape;
+      auto ng = tape.no_grad();
+      const auto e = m.begin(tape, grid);
+      CHECK_FALSE(e.tables.requires_grad());
+      return values(e.tables.value());
+    };
+    const std::uint64_t n0 = m.table_computations();
+    const std::vector<S> t1 = eval_tables();
+    CHECK(m.table_computations() == n0 + 1);
+    const std::vector<S> t2 = eval_tables();
+    CHECK(m.table_computations() == n0 + 1);  // cached
+    CHECK(t1 == t2);
+    CHECK(t1 == fresh_tables(m, grid));  // the cached tables are the tables
+    const std::uint64_t n1 = m.table_computations();
+
+    SECTION("an optimizer step invalidates the cache") {
+      // A training step: forward with gradients, backward, Adam.
+      liere::optim::AdamConfig ac;
+      ac.lr = 1e-2;
+      liere::optim::AdamT<S> adam(params.all(), ac);
+      Tape tape;
+      auto y = liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<S>(random_images(cfg, 2, 1))),
+                                                   std::vector<int>{0, 2});
+      tape.backward(y);
+      adam.step();
+      const std::uint64_t n2 = m.table_computations();
+      const std::vector<S> t3 = eval_tables();
+      CHECK(m.table_computations() == n2 + 1);
+      CHECK(t3 != t1);
+      CHECK(t3 == fresh_tables(m, grid));
+      CHECK(eval_tables() == t3);
+      CHECK(m.table_computations() == n2 + 2);  // + the fresh one above, not the cached one
+    }
+    SECTION("a write to the parameters (as a checkpoint load does) invalidates the cache") {
+      m.encoding().params()[0] += 0.25f;
+      const std::vector<S> t3 = eval_tables();
+      CHECK(m.table_computations() == n1 + 1);
+      CHECK(t3 != t1);
+      CHECK(t3 == fresh_tables(m, grid));
+    }
+    SECTION("another grid invalidates the cache, and going back recomputes the first tables") {
+      Tape tape;
+      auto ng = tape.no_grad();
+      (void)m.begin(tape, {3, 3});
+      CHECK(m.table_computations() == n1 + 1);
+      CHECK(eval_tables() == t1);
+      CHECK(m.table_computations() == n1 + 2);
+    }
+  }
+}
+
+TEST_CASE("PE cache: a whole-model forward without gradients gives the same logits, cached or not", "[pe][cache]") {
+  const auto cfg = small_config("liere", 8);
+  liere::nn::ParamsT<S> params;
+  liere::nn::VitT<S> model(params, cfg, 5);
+  const Tensor x = random_images(cfg, 3, 2);
+  auto logits = [&](bool grad) {
+    Tape tape;
+    if (!grad) {
+      auto ng = tape.no_grad();
+      return values(model.forward(tape, liere::VarT<S>(x)).value());
+    }
+    return values(model.forward(tape, liere::VarT<S>(x)).value());
+  };
+  const std::vector<S> with_grad = logits(true);
+  const std::uint64_t n = model.pe().table_computations();
+  CHECK(logits(false) == with_grad);
+  CHECK(logits(false) == with_grad);
+  CHECK(model.pe().table_computations() == n + 1);
+}
+
+TEST_CASE("PE freeze and bake: constants for inference, no gradient to the encoding", "[pe][cache]") {
+  const auto cfg = small_config("liere", 4);
+  liere::nn::ParamsT<S> params;
+  liere::nn::VitT<S> model(params, cfg, 7);
+  auto& m = model.pe();
+  const Tensor x = random_images(cfg, 2, 3);
+  auto train_forward = [&] {
+    Tape tape;
+    auto y = liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<S>(x)), std::vector<int>{1, 0});
+    tape.backward(y);
+    return double(y.value().data()[0]);
+  };
+  const double loss_trainable = train_forward();
+  double pe_grad = 0;
+  for (S g : m.encoding().grads()) pe_grad += std::abs(g);
+  CHECK(pe_grad > 0);
+  params.zero_grad();
+
+  m.bake(cfg.grid());
+  CHECK(m.frozen());
+  const std::uint64_t n = m.table_computations();
+  const double loss_frozen = train_forward();  // the rest of the model still trains
+  CHECK(m.table_computations() == n);          // baked: nothing computed
+  CHECK(loss_frozen == loss_trainable);        // the same forward
+  for (S g : m.encoding().grads()) CHECK(g == 0.0f);
+  bool other_grads = false;
+  for (const auto& p : params.all())
+    if (p.name().rfind("pe.", 0) != 0)
+      for (Index i = 0; i < p.grad().numel(); ++i) other_grads |= p.grad().data()[i] != 0;
+  CHECK(other_grads);
+
+  // Frozen tables still follow the parameters when someone changes them.
+  m.encoding().params()[1] -= 0.5f;
+  (void)train_forward();
+  CHECK(m.table_computations() == n + 1);
+  m.unfreeze();
+  CHECK_FALSE(m.frozen());
+}
