@@ -27,14 +27,15 @@ std::string hex32(std::uint32_t v) {
 
 struct IdxArray {
   std::vector<std::uint32_t> dims;
-  std::vector<std::uint8_t> bytes;  // the whole file; data at offset `header`
+  std::span<const std::uint8_t> bytes;  // the whole file; data at offset `header`
   std::size_t header = 0;
 };
 
 // Checks the magic (unsigned bytes, `ndims` dimensions) and that the length is exactly header + Π dims.
-IdxArray parse_idx(const std::string& path, std::uint32_t magic, const char* what) {
+IdxArray parse_array(std::span<const std::uint8_t> bytes, const std::string& path, std::uint32_t magic,
+                     const char* what) {
   IdxArray a;
-  a.bytes = read_maybe_gzipped(path);
+  a.bytes = bytes;
   const int ndims = int(magic & 0xff);
   LIERE_ENSURE(a.bytes.size() >= 4, "'" << path << "': " << a.bytes.size() << " bytes is too short for an IDX file ("
                                         << what << ": expected magic " << hex32(magic) << ")");
@@ -106,8 +107,15 @@ const std::vector<std::string>& fashion_mnist_class_names() {
 
 ImageSet read_idx(const std::string& images_path, const std::string& labels_path, int num_classes) {
   LIERE_ENSURE(num_classes > 0 && num_classes <= 256, "read_idx: num_classes must be in 1..256, got " << num_classes);
-  const IdxArray images = parse_idx(images_path, kIdxImagesMagic, "IDX images");
-  const IdxArray labels = parse_idx(labels_path, kIdxLabelsMagic, "IDX labels");
+  return parse_idx(read_maybe_gzipped(images_path), read_maybe_gzipped(labels_path), num_classes, images_path,
+                   labels_path);
+}
+
+ImageSet parse_idx(std::span<const std::uint8_t> image_bytes, std::span<const std::uint8_t> label_bytes,
+                   int num_classes, const std::string& images_path, const std::string& labels_path) {
+  LIERE_ENSURE(num_classes > 0 && num_classes <= 256, "parse_idx: num_classes must be in 1..256, got " << num_classes);
+  const IdxArray images = parse_array(image_bytes, images_path, kIdxImagesMagic, "IDX images");
+  const IdxArray labels = parse_array(label_bytes, labels_path, kIdxLabelsMagic, "IDX labels");
   LIERE_ENSURE(images.dims[0] == labels.dims[0], "'" << images_path << "' has " << images.dims[0] << " images but '"
                                                      << labels_path << "' has " << labels.dims[0]
                                                      << " labels: expected one label per image");

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -88,15 +89,25 @@ struct SafetensorsFile : io::SafetensorsFile {
   }
 };
 
-// Reads and validates a whole safetensors file (io::load_safetensors), whose tensors must have at most
-// Shape::kMaxRank dimensions.
-inline SafetensorsFile load_safetensors(const std::string& path) {
-  SafetensorsFile f = io::load_safetensors(path);
+namespace detail {
+// Engine tensors have at most Shape::kMaxRank dimensions.
+inline SafetensorsFile check_ranks(io::SafetensorsFile&& file) {
+  SafetensorsFile f(std::move(file));
   for (const auto& e : f.entries)
     LIERE_ENSURE(int(e.shape.size()) <= Shape::kMaxRank,
-                 "checkpoint '" << path << "': tensor '" << e.name << "' has " << e.shape.size()
+                 "checkpoint '" << f.path << "': tensor '" << e.name << "' has " << e.shape.size()
                                 << " dimensions (at most " << Shape::kMaxRank << ")");
   return f;
+}
+}  // namespace detail
+
+// Reads and validates a whole safetensors file (io::load_safetensors), whose tensors must have at most
+// Shape::kMaxRank dimensions.
+inline SafetensorsFile load_safetensors(const std::string& path) { return detail::check_ranks(io::load_safetensors(path)); }
+
+// The same from the bytes of a file in memory (io::parse_safetensors); `path` names it in errors.
+inline SafetensorsFile parse_safetensors(std::span<const char> bytes, const std::string& path = "<memory>") {
+  return detail::check_ranks(io::parse_safetensors(bytes, path));
 }
 
 // ---- checkpoints of a model (+ optimizer) ------------------------------------------------------------------
