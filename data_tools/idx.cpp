@@ -119,8 +119,11 @@ ImageSet parse_idx(std::span<const std::uint8_t> image_bytes, std::span<const st
   LIERE_ENSURE(images.dims[0] == labels.dims[0], "'" << images_path << "' has " << images.dims[0] << " images but '"
                                                      << labels_path << "' has " << labels.dims[0]
                                                      << " labels: expected one label per image");
-  LIERE_ENSURE(images.dims[0] <= 0x7fffffffu && std::uint64_t(images.dims[1]) * images.dims[2] <= 0x7fffffffu,
-               "'" << images_path << "': dims too large");
+  // Each dimension must fit an int, not only their product: 0 × 2^32−1 images are 0 bytes but no ImageSet.
+  LIERE_ENSURE(images.dims[0] <= 0x7fffffffu && images.dims[1] <= 0x7fffffffu && images.dims[2] <= 0x7fffffffu &&
+                   std::uint64_t(images.dims[1]) * images.dims[2] <= 0x7fffffffu,
+               "'" << images_path << "': dims " << images.dims[0] << "×" << images.dims[1] << "×" << images.dims[2]
+                   << " too large (each at most 2^31−1, rows × cols too)");
 
   ImageSet set;
   set.n = int(images.dims[0]);
