@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -113,7 +114,32 @@ def ucf101():
     put("ucf101", "bad", "1 A\n3 B\n\0A/x.avi 2\nB/y.avi\n")
 
 
+def png(width, height, color_type, bit_depth, rows, palette=None, interlace=0):
+    """A PNG file; rows: the raw scanlines (without filter bytes)."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, interlace)
+    raw = b"".join(b"\0" + r for r in rows)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+    if palette:
+        out += chunk(b"PLTE", palette)
+    return out + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+
+
+def images():
+    # The two JPEG seeds (color_8x6.jpg, grey_5x4.jpg) were written once with stb_image_write (quality 80 and 90)
+    # and are kept as files; the PNG seeds are made here.
+    put("image", "rgb_5x4.png", png(5, 4, 2, 8, [bytes((x * 40 + y * 9 + c * 70) % 256 for x in range(5) for c in range(3))
+                                                  for y in range(4)]))
+    put("image", "grey_3x3.png", png(3, 3, 0, 8, [bytes([0, 128, 255])] * 3))
+    put("image", "rgba16_2x2.png", png(2, 2, 6, 16, [bytes(range(16))] * 2))
+    put("image", "palette_4x2.png", png(4, 2, 3, 2, [bytes([0b00011011])] * 2, palette=bytes(range(12))))
+    put("image", "huge_header.png", png(26000, 26000, 2, 8, []))
+    put("image", "gif", b"GIF89a\x01\x00\x01\x00")
+
+
 if __name__ == "__main__":
+    images()
     cifar()
     idx()
     checkpoints()
