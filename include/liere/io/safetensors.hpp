@@ -230,7 +230,10 @@ inline void detail::parse_safetensors_header(SafetensorsFile& f, std::string_vie
   }
   LIERE_ENSURE(root.is_object(), where << ": the header is not a JSON object");
   std::size_t expected_end = 0;
-  for (const auto& [name, v] : root.members) {
+  for (const auto& member : root.members) {
+    // (Not a structured binding: the lambda below captures the name, which clang 14 refuses for a binding.)
+    const std::string& name = member.first;
+    const Value& v = member.second;
     if (name == "__metadata__") {
       LIERE_ENSURE(v.is_object(), where << ": __metadata__ is not an object");
       for (const auto& [k, s] : v.members) {
