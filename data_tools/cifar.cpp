@@ -27,8 +27,8 @@ std::vector<std::uint8_t> read_bytes(const std::string& path, const char* what) 
 }
 
 // Parses records of `label_bytes` label bytes + 3072 pixel bytes; label k must be below num_labels[k].
-ImageSet read_records(const std::string& path, int label_bytes, const int* num_labels, const char* what) {
-  const std::vector<std::uint8_t> bytes = read_bytes(path, what);
+ImageSet read_records(std::span<const std::uint8_t> bytes, const std::string& path, int label_bytes,
+                      const int* num_labels, const char* what) {
   const std::size_t record = std::size_t(label_bytes) + kCifarPixelBytes;
   LIERE_ENSURE(!bytes.empty(), "'" << path << "' is empty (expected " << what << ": records of "
                                    << record << " bytes)");
@@ -166,23 +166,30 @@ const std::vector<std::string>& cifar100_coarse_class_names() {
   return names;
 }
 
-ImageSet read_cifar10_file(const std::string& path) {
+constexpr const char* kCifar10What = "a CIFAR-10 binary batch";
+constexpr const char* kCifar100What = "a CIFAR-100 binary file";
+
+ImageSet parse_cifar10(std::span<const std::uint8_t> bytes, const std::string& name) {
   const int num_labels[1] = {10};
-  ImageSet set = read_records(path, 1, num_labels, "a CIFAR-10 binary batch");
+  ImageSet set = read_records(bytes, name, 1, num_labels, kCifar10What);
   set.num_classes = 10;
   set.class_names = cifar10_class_names();
   return set;
 }
 
-ImageSet read_cifar100_file(const std::string& path) {
+ImageSet parse_cifar100(std::span<const std::uint8_t> bytes, const std::string& name) {
   const int num_labels[2] = {20, 100};
-  ImageSet set = read_records(path, 2, num_labels, "a CIFAR-100 binary file");
+  ImageSet set = read_records(bytes, name, 2, num_labels, kCifar100What);
   set.num_classes = 100;
   set.num_coarse_classes = 20;
   set.class_names = cifar100_fine_class_names();
   set.coarse_class_names = cifar100_coarse_class_names();
   return set;
 }
+
+ImageSet read_cifar10_file(const std::string& path) { return parse_cifar10(read_bytes(path, kCifar10What), path); }
+
+ImageSet read_cifar100_file(const std::string& path) { return parse_cifar100(read_bytes(path, kCifar100What), path); }
 
 ImageSet read_cifar10(const std::string& root, bool train) {
   const fs::path dir = resolve_root(root, "cifar-10-batches-bin", train ? "data_batch_1.bin" : "test_batch.bin",

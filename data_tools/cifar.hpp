@@ -10,6 +10,8 @@
 
 #include <data_tools/image_set.hpp>
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ const std::vector<std::string>& cifar100_coarse_class_names();  // 20
 // of range (with the record index and its byte offset).
 ImageSet read_cifar10_file(const std::string& path);
 ImageSet read_cifar100_file(const std::string& path);
+
+// The same from the bytes of such a file in memory; `name` stands for the file in errors.
+ImageSet parse_cifar10(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>");
+ImageSet parse_cifar100(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>");
 
 // The training set (CIFAR-10: the five data batches concatenated in order 1..5; CIFAR-100: train.bin) or the
 // test set. `root` is the folder that holds the .bin files or its parent (the folder the official tarball

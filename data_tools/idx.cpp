@@ -27,14 +27,15 @@ std::string hex32(std::uint32_t v) {
 
 struct IdxArray {
   std::vector<std::uint32_t> dims;
-  std::vector<std::uint8_t> bytes;  // the whole file; data at offset `header`
+  std::span<const std::uint8_t> bytes;  // the whole file; data at offset `header`
   std::size_t header = 0;
 };
 
 // Checks the magic (unsigned bytes, `ndims` dimensions) and that the length is exactly header + Π dims.
-IdxArray parse_idx(const std::string& path, std::uint32_t magic, const char* what) {
+IdxArray parse_array(std::span<const std::uint8_t> bytes, const std::string& path, std::uint32_t magic,
+                     const char* what) {
   IdxArray a;
-  a.bytes = read_maybe_gzipped(path);
+  a.bytes = bytes;
   const int ndims = int(magic & 0xff);
   LIERE_ENSURE(a.bytes.size() >= 4, "'" << path << "': " << a.bytes.size() << " bytes is too short for an IDX file ("
                                         << what << ": expected magic " << hex32(magic) << ")");
@@ -76,20 +77,20 @@ std::vector<std::uint8_t> read_maybe_gzipped(const std::string& path) {
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file");
   gzFile f = gzopen(path.c_str(), "rb");
   LIERE_ENSURE(f != nullptr, "cannot open '" << path << "': " << std::strerror(errno));
+  // Read through a fixed buffer and appended: the result grows with the data, not by 1 MiB steps (a 100-byte
+  // labels file no longer allocates and clears 2 MiB).
   std::vector<std::uint8_t> bytes;
-  constexpr unsigned kChunk = 1u << 20;
+  std::vector<std::uint8_t> chunk(std::size_t(1) << 16);
   for (;;) {
-    const std::size_t old = bytes.size();
-    bytes.resize(old + kChunk);
-    const int got = gzread(f, bytes.data() + old, kChunk);
+    const int got = gzread(f, chunk.data(), unsigned(chunk.size()));
     if (got < 0) {
       int code = 0;
       const std::string msg = gzerror(f, &code);
       gzclose(f);
-      LIERE_ENSURE(false, "'" << path << "': corrupt gzip data after " << old << " bytes: " << msg);
+      LIERE_ENSURE(false, "'" << path << "': corrupt gzip data after " << bytes.size() << " bytes: " << msg);
     }
-    bytes.resize(old + std::size_t(got));
     if (got == 0) break;
+    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + got);
   }
   // gzclose_r reports Z_BUF_ERROR when the file ended inside a gzip stream (a truncated download).
   const int rc = gzclose_r(f);
@@ -106,13 +107,23 @@ const std::vector<std::string>& fashion_mnist_class_names() {
 
 ImageSet read_idx(const std::string& images_path, const std::string& labels_path, int num_classes) {
   LIERE_ENSURE(num_classes > 0 && num_classes <= 256, "read_idx: num_classes must be in 1..256, got " << num_classes);
-  const IdxArray images = parse_idx(images_path, kIdxImagesMagic, "IDX images");
-  const IdxArray labels = parse_idx(labels_path, kIdxLabelsMagic, "IDX labels");
+  return parse_idx(read_maybe_gzipped(images_path), read_maybe_gzipped(labels_path), num_classes, images_path,
+                   labels_path);
+}
+
+ImageSet parse_idx(std::span<const std::uint8_t> image_bytes, std::span<const std::uint8_t> label_bytes,
+                   int num_classes, const std::string& images_path, const std::string& labels_path) {
+  LIERE_ENSURE(num_classes > 0 && num_classes <= 256, "parse_idx: num_classes must be in 1..256, got " << num_classes);
+  const IdxArray images = parse_array(image_bytes, images_path, kIdxImagesMagic, "IDX images");
+  const IdxArray labels = parse_array(label_bytes, labels_path, kIdxLabelsMagic, "IDX labels");
   LIERE_ENSURE(images.dims[0] == labels.dims[0], "'" << images_path << "' has " << images.dims[0] << " images but '"
                                                      << labels_path << "' has " << labels.dims[0]
                                                      << " labels: expected one label per image");
-  LIERE_ENSURE(images.dims[0] <= 0x7fffffffu && std::uint64_t(images.dims[1]) * images.dims[2] <= 0x7fffffffu,
-               "'" << images_path << "': dims too large");
+  // Each dimension must fit an int, not only their product: 0 × 2^32−1 images are 0 bytes but no ImageSet.
+  LIERE_ENSURE(images.dims[0] <= 0x7fffffffu && images.dims[1] <= 0x7fffffffu && images.dims[2] <= 0x7fffffffu &&
+                   std::uint64_t(images.dims[1]) * images.dims[2] <= 0x7fffffffu,
+               "'" << images_path << "': dims " << images.dims[0] << "×" << images.dims[1] << "×" << images.dims[2]
+                   << " too large (each at most 2^31−1, rows × cols too)");
 
   ImageSet set;
   set.n = int(images.dims[0]);

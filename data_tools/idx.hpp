@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ const std::vector<std::string>& fashion_mnist_class_names();
 // that disagrees with the dimensions, a count mismatch between the two files, a label ≥ num_classes.
 // The set has class names "0".."num_classes-1".
 ImageSet read_idx(const std::string& images_path, const std::string& labels_path, int num_classes = 10);
+
+// The same from the (decompressed) bytes of the two files in memory; the names stand for the files in errors.
+ImageSet parse_idx(std::span<const std::uint8_t> images, std::span<const std::uint8_t> labels, int num_classes = 10,
+                   const std::string& images_name = "<images>", const std::string& labels_name = "<labels>");
 
 // Fashion-MNIST from `root` with the standard names train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
 // t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz (or the same names without .gz). On Debian the

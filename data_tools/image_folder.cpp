@@ -40,7 +40,7 @@ bool hidden(const fs::path& p) {
 }
 
 // What the first bytes of a file look like, for the error of a file that is neither JPEG nor PNG.
-std::string sniff(const std::vector<std::uint8_t>& b) {
+std::string sniff(std::span<const std::uint8_t> b) {
   auto starts = [&](const char* magic, std::size_t n, std::size_t at = 0) {
     return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
   };
@@ -117,15 +117,25 @@ Image read_image(const std::string& path, int channels) {
   LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected a JPEG or PNG image)");
   const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   LIERE_ENSURE(!in.bad(), "error while reading '" << path << "'");
+  return decode_image(bytes, path, channels);
+}
+
+Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path, int channels) {
+  LIERE_ENSURE(channels == 1 || channels == 3, "decode_image '" << path << "': channels must be 1 or 3, got " << channels);
   LIERE_ENSURE(!bytes.empty(), "'" << path << "' is empty (expected a JPEG or PNG image)");
   static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   const bool jpeg = bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
   const bool png = bytes.size() >= 8 && std::memcmp(bytes.data(), kPng, 8) == 0;
   LIERE_ENSURE(jpeg || png, "'" << path << "' is not a JPEG or PNG file: unsupported format (" << sniff(bytes) << ")");
+  LIERE_ENSURE(bytes.size() <= std::size_t(INT32_MAX), "'" << path << "': " << bytes.size() << " bytes is too large");
+  const int size = int(bytes.size());
 
+  // The size the header declares, before anything is allocated: a few bytes can declare 60000 × 60000 pixels.
   int w = 0, h = 0, n = 0;
-  unsigned char* data = stbi_load_from_memory(bytes.data(), int(std::min<std::size_t>(bytes.size(), INT32_MAX)), &w,
-                                              &h, &n, channels);
+  if (stbi_info_from_memory(bytes.data(), size, &w, &h, &n))
+    LIERE_ENSURE(std::int64_t(w) * h <= kMaxImagePixels, "'" << path << "': " << w << "×" << h << " pixels is more than "
+                                                             << kMaxImagePixels << " (expected an image of a data set)");
+  unsigned char* data = stbi_load_from_memory(bytes.data(), size, &w, &h, &n, channels);
   if (data == nullptr) {
     const char* why = stbi_failure_reason();
     LIERE_ENSURE(false, "'" << path << "': corrupt or truncated " << (jpeg ? "JPEG" : "PNG") << " image (stb_image: "

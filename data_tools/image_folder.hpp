@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct Image {
 // the file: missing, empty, not a JPEG or PNG (naming what it looks like: GIF, BMP, WebP, TIFF, …), or corrupt or
 // truncated (with stb_image's reason).
 Image read_image(const std::string& path, int channels = 3);
+
+// The same from the bytes of such a file in memory; `name` stands for the file in errors. Images of more than
+// kMaxImagePixels pixels are refused from their header, before any allocation.
+inline constexpr std::int64_t kMaxImagePixels = std::int64_t(1) << 26;  // 8192 × 8192
+Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>", int channels = 3);
 
 // ---- the folder -------------------------------------------------------------------------------------------------
 

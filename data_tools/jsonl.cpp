@@ -53,6 +53,10 @@ JsonObject parse_json_object(std::string_view text, std::string_view source, int
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open the file for reading");
+  return read_jsonl(in, path, line_numbers);
+}
+
+std::vector<JsonObject> read_jsonl(std::istream& in, std::string_view source, std::vector<int>* line_numbers) {
   std::vector<JsonObject> rows;
   if (line_numbers) line_numbers->clear();
   std::string line;
@@ -61,7 +65,7 @@ std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* li
     ++n;
     if (n == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 byte-order mark
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    rows.push_back(parse_json_object(line, path, n));
+    rows.push_back(parse_json_object(line, source, n));
     if (line_numbers) line_numbers->push_back(n);
   }
   return rows;

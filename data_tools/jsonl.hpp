@@ -10,6 +10,7 @@
 
 #include <liere/config.hpp>
 
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <string_view>
@@ -55,5 +56,7 @@ JsonObject parse_json_object(std::string_view text, std::string_view source = "<
 // Reads a JSON-lines file: one object per non-blank line, in file order. With line_numbers, also the
 // (1-based) line each object came from, for messages about its values.
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers = nullptr);
+// The same from a stream; `source` names it in errors.
+std::vector<JsonObject> read_jsonl(std::istream& in, std::string_view source, std::vector<int>* line_numbers = nullptr);
 
 }  // namespace liere::data

@@ -26,11 +26,7 @@ namespace fs = std::filesystem;
 
 // The non-blank lines of a text file with their 1-based line numbers; CR before LF, surrounding white space and a
 // UTF-8 byte-order mark are dropped.
-std::vector<std::pair<int, std::string>> read_lines(const std::string& path, const char* what) {
-  std::error_code ec;
-  LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected " << what << ")");
-  std::ifstream in(path, std::ios::binary);
-  LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected " << what << ")");
+std::vector<std::pair<int, std::string>> read_lines(std::istream& in, const std::string& path, const char* what) {
   std::vector<std::pair<int, std::string>> lines;
   int number = 0;
   for (std::string line; std::getline(in, line);) {
@@ -117,11 +113,35 @@ std::atomic<unsigned> g_cache_temp_counter{0};
 
 // ==== lists ======================================================================================================
 
+namespace {
+constexpr const char* kClassesWhat = "the UCF101 class index, lines '<k> <ClassName>'";
+constexpr const char* kListWhat = "a UCF101 split list, lines '<Class>/<file>.avi <k>' or '<Class>/<file>.avi'";
+
+// A text file opened for read_lines, or an error naming it and what was expected.
+std::ifstream open_list(const std::string& path, const char* what) {
+  std::error_code ec;
+  LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected " << what << ")");
+  std::ifstream in(path, std::ios::binary);
+  LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected " << what << ")");
+  return in;
+}
+}  // namespace
+
 std::vector<std::string> read_ucf101_classes(const std::string& path) {
-  const char* what = "the UCF101 class index, lines '<k> <ClassName>'";
+  std::ifstream in = open_list(path, kClassesWhat);
+  return read_ucf101_classes(in, path);
+}
+
+std::vector<Ucf101Entry> read_ucf101_list(const std::string& path, const std::vector<std::string>& classes) {
+  std::ifstream in = open_list(path, kListWhat);
+  return read_ucf101_list(in, path, classes);
+}
+
+std::vector<std::string> read_ucf101_classes(std::istream& in, const std::string& path) {
+  const char* what = kClassesWhat;
   std::vector<std::string> classes;
   std::unordered_map<std::string, int> seen;
-  for (const auto& [line, text] : read_lines(path, what)) {
+  for (const auto& [line, text] : read_lines(in, path, what)) {
     const auto tok = split_ws(text);
     const int expected = int(classes.size()) + 1;
     int k = 0;
@@ -137,8 +157,9 @@ std::vector<std::string> read_ucf101_classes(const std::string& path) {
   return classes;
 }
 
-std::vector<Ucf101Entry> read_ucf101_list(const std::string& path, const std::vector<std::string>& classes) {
-  const char* what = "a UCF101 split list, lines '<Class>/<file>.avi <k>' or '<Class>/<file>.avi'";
+std::vector<Ucf101Entry> read_ucf101_list(std::istream& in, const std::string& path,
+                                          const std::vector<std::string>& classes) {
+  const char* what = kListWhat;
   LIERE_ENSURE(!classes.empty(), "read_ucf101_list '" << path << "': no classes given");
   std::unordered_map<std::string, int> class_index, seen;
   for (int k = 0; k < int(classes.size()); ++k) class_index.emplace(classes[std::size_t(k)], k);
@@ -146,7 +167,7 @@ std::vector<Ucf101Entry> read_ucf101_list(const std::string& path, const std::ve
 
   std::vector<Ucf101Entry> entries;
   int labelled = -1;  // decided by the first line: 1 train list, 0 test list
-  for (const auto& [line, text] : read_lines(path, what)) {
+  for (const auto& [line, text] : read_lines(in, path, what)) {
     const auto tok = split_ws(text);
     LIERE_ENSURE(tok.size() == 1 || tok.size() == 2,
                  path << ":" << line << ": expected '<Class>/<file>.avi <k>' or '<Class>/<file>.avi', got '" << text

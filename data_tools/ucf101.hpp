@@ -44,6 +44,11 @@ std::vector<std::string> read_ucf101_classes(const std::string& class_ind_path);
 // are errors. CRLF and LF both work.
 std::vector<Ucf101Entry> read_ucf101_list(const std::string& list_path, const std::vector<std::string>& classes);
 
+// The same from a stream; `name` stands for the file in errors.
+std::vector<std::string> read_ucf101_classes(std::istream& in, const std::string& name);
+std::vector<Ucf101Entry> read_ucf101_list(std::istream& in, const std::string& name,
+                                          const std::vector<std::string>& classes);
+
 // "trainlist01.txt" … "testlist03.txt"; split in 1 … 3.
 std::string ucf101_list_name(int split, bool train);
 

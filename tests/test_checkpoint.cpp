@@ -251,6 +251,64 @@ TEST_CASE("checkpoint: a mismatched model or config is refused with a clear erro
   CHECK_THROWS_WITH(nn::load_checkpoint(path, dbl.params), Catch::Contains("checkpoint dtype F32 != model dtype F64"));
 }
 
+TEST_CASE("checkpoint: bad optimizer metadata is a clear error before anything is copied", "[checkpoint]") {
+  // Found while writing tests/fuzz/fuzz_safetensors: optim.step was read with std::stoll after the tensors had
+  // been copied, so "seven" threw std::invalid_argument ("stoll") and left a half-loaded model behind.
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  Model<float> a(1);
+  optim::Adam opt_a(a.params.all(), optim::adamw_config(3e-3, 0.05));
+  a.train(opt_a, 2);
+  nn::save_checkpoint(path, a.params, &opt_a, {{"epoch", "1"}});
+  const nn::SafetensorsFile good = nn::load_safetensors(path);
+
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"optim.step", "seven"}, {"optim.step", "7x"}, {"optim.step", "-1"}, {"optim.step", ""},
+           {"optim.step", "99999999999999999999"}, {"optim.lr", "abc"}, {"optim.lr", "-0.1"}, {"optim.lr", "inf"}}) {
+    INFO(key << " = '" << value << "'");
+    nn::SafetensorsFile bad = good;
+    bad.metadata[key] = value;
+    Model<float> b(2);
+    optim::Adam opt_b(b.params.all(), optim::adamw_config(1.0, 0.05));
+    std::vector<std::vector<float>> before;
+    for (const auto& p : b.params) before.push_back(p.value().to_vector());
+    CHECK_THROWS_AS(nn::load_checkpoint(bad, b.params, &opt_b), liere::Error);
+    CHECK_THROWS_WITH(nn::load_checkpoint(bad, b.params, &opt_b),
+                      Catch::Contains("checkpoint '" + path + "': metadata " + key + " '" + value + "'"));
+    std::size_t i = 0;
+    for (const auto& p : b.params) CHECK(p.value().to_vector() == before[i++]);  // nothing was copied
+    CHECK(opt_b.steps() == 0);
+    CHECK(opt_b.lr() == 1.0);
+  }
+  // The helpers on their own: the range and the missing key.
+  CHECK(nn::metadata_integer(good.metadata, "epoch", path) == 1);
+  CHECK_THROWS_WITH(nn::metadata_integer(good.metadata, "epoch", path, 2, 5),
+                    Catch::Contains("metadata epoch '1' is not an integer in [2, 5]"));
+  CHECK_THROWS_WITH(nn::metadata_integer(good.metadata, "absent", path), Catch::Contains("has no metadata 'absent'"));
+}
+
+TEST_CASE("checkpoint: parse_safetensors reads bytes in memory as load_safetensors reads the file", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  Model<float> a(1);
+  nn::save_checkpoint(path, a.params, nullptr, {{"epoch", "3"}});
+  const std::string bytes = read_bytes(path);
+  const std::span<const char> mem(bytes.data(), bytes.size());
+  const nn::SafetensorsFile f = nn::load_safetensors(path), g = nn::parse_safetensors(mem, "in-memory");
+  CHECK(g.path == "in-memory");
+  CHECK(g.metadata == f.metadata);
+  CHECK(g.data == f.data);
+  REQUIRE(g.entries.size() == f.entries.size());
+  for (std::size_t i = 0; i < f.entries.size(); ++i) {
+    CHECK(g.entries[i].name == f.entries[i].name);
+    CHECK(g.entries[i].shape == f.entries[i].shape);
+    CHECK(g.entries[i].begin == f.entries[i].begin);
+  }
+  CHECK_THROWS_WITH(nn::parse_safetensors(mem.first(mem.size() - 1), "in-memory"),
+                    Catch::Contains("checkpoint 'in-memory'") && Catch::Contains("truncated"));
+  CHECK_THROWS_WITH(nn::parse_safetensors(mem.first(5), "in-memory"), Catch::Contains("truncated: 5 bytes"));
+}
+
 TEST_CASE("checkpoint: double parameters round-trip as F64", "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("double.safetensors");

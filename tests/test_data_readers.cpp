@@ -228,6 +228,23 @@ TEST_CASE("CIFAR-100: the real first training record is a cow", "[cifar]") {
 
 // ---- CIFAR: bad input -----------------------------------------------------------------------------------
 
+TEST_CASE("CIFAR: bytes in memory parse as the file does, named in errors", "[cifar]") {
+  Bytes b;
+  append_cifar_record(b, {4}, 0);
+  append_cifar_record(b, {7}, 1);
+  const ImageSet s = parse_cifar10(b, "mem.bin");
+  CHECK(s.n == 2);
+  CHECK(s.labels == std::vector<int>{4, 7});
+  CHECK(matches_pattern(s, 1, 1));
+  b.pop_back();
+  REQUIRE_THROWS_WITH(parse_cifar10(b, "mem.bin"), Contains("'mem.bin' is truncated") && Contains("record 1"));
+  Bytes c;
+  append_cifar_record(c, {19, 99}, 2);
+  CHECK(parse_cifar100(c, "mem100.bin").coarse_labels == std::vector<int>{19});
+  c[0] = 20;
+  REQUIRE_THROWS_WITH(parse_cifar100(c, "mem100.bin"), Contains("'mem100.bin'") && Contains("coarse label 20"));
+}
+
 TEST_CASE("CIFAR: bad files are reported with the file, the place and what was expected", "[cifar][errors]") {
   TempDir dir;
 
@@ -388,6 +405,19 @@ TEST_CASE("IDX: bad files are reported with the file and what was expected", "[i
     write_file(dir / "lab10", idx_labels({1, 10, 3}));
     REQUIRE_THROWS_WITH(read_idx(dir / "img", dir / "lab10"),
                         Contains("lab10") && Contains("label 1 (byte offset 9) is 10") && Contains("expected 0..9"));
+  }
+  SECTION("a dimension beyond int with an empty product (found while writing tests/fuzz/fuzz_idx)") {
+    // 3 images of 0 × (2^32 − 1) pixels: 0 data bytes, so the length check passes; the width used to become −1.
+    write_file(dir / "wide", idx_images(3, 0, 0xffffffffu));
+    REQUIRE_THROWS_WITH(read_idx(dir / "wide", dir / "lab"), Contains("wide") && Contains("too large"));
+  }
+  SECTION("the same checks on bytes in memory, named in errors") {
+    const Bytes img = idx_images(3, 2, 2), lab = idx_labels({1, 2, 3});
+    const ImageSet s = parse_idx(img, lab, 10, "mem-images", "mem-labels");
+    CHECK(s.n == 3);
+    CHECK(s.labels == std::vector<int>{1, 2, 3});
+    REQUIRE_THROWS_WITH(parse_idx(lab, lab, 10, "mem-images", "mem-labels"),
+                        Contains("'mem-images'") && Contains("wrong IDX magic"));
   }
   SECTION("truncated gzip stream") {
     write_gz(dir / "img.gz", idx_images(50, 28, 28));

@@ -262,6 +262,23 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
     write_file(dir / "junk.png", Bytes{1, 2, 3, 4});
     CHECK_THROWS_WITH(read_image(dir / "junk.png"), Contains("junk.png") && Contains("01 02 03 04"));
   }
+  SECTION("bytes in memory decode as the file does; a header declaring a huge image is refused before decoding") {
+    const Bytes png = read_all(dir / "ok/0.png");
+    const Image from_file = read_image(dir / "ok/0.png"), from_memory = decode_image(png, "mem.png");
+    CHECK(from_memory.pixels == from_file.pixels);
+    CHECK(from_memory.height == 10);
+    // Width and height in IHDR (bytes 16–23, big-endian) set to 26000: 6.76e8 pixels from a 100-byte file, under
+    // stb_image's own limit (w·h·3 < 2^31), so it would allocate 2 GB before finding the data short (found while
+    // writing tests/fuzz/fuzz_image).
+    Bytes huge = png;
+    for (int at : {16, 20}) {
+      huge[std::size_t(at) + 2] = 0x65;
+      huge[std::size_t(at) + 3] = 0x90;
+    }
+    CHECK_THROWS_WITH(decode_image(huge, "huge.png"),
+                      Contains("'huge.png': 26000×26000 pixels is more than 67108864"));
+    CHECK_THROWS_WITH(decode_image(Bytes{}, "nothing.png"), Contains("'nothing.png' is empty"));
+  }
   SECTION("an empty class folder, a missing split, no class folders") {
     fs::create_directories(dir.path / "empty_class");
     write_file(dir / "empty_class/readme.txt", {'x'});

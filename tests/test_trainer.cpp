@@ -293,6 +293,16 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
+  // Values out of the type's range are refused, not wrapped or clamped (found while writing tests/fuzz/fuzz_flags):
+  // --epochs 4294967297 used to give epochs = 1, --epochs 99999999999999999999 strtoll's LLONG_MAX.
+  CHECK(std::get<0>(parse({"--epochs", "2147483647"})) == 2147483647);
+  CHECK(std::get<0>(parse({"--epochs", "-2147483648"})) == -2147483647 - 1);
+  CHECK_THROWS_WITH(parse({"--epochs", "4294967297"}), Catch::Contains("expected an integer in [-2147483648, 2147483647]"));
+  CHECK_THROWS_WITH(parse({"--epochs", "99999999999999999999"}), Catch::Contains("expected an integer in ["));
+  CHECK_THROWS_WITH(parse({"--res", "24,4294967320"}), Catch::Contains("expected an integer in ["));
+  CHECK_THROWS_WITH(parse({"--lr", "1e999"}), Catch::Contains("expected a finite number"));
+  CHECK_THROWS_WITH(parse({"--lr", "nan"}), Catch::Contains("expected a finite number"));
+  CHECK(std::get<1>(parse({"--lr", "1e-310"})) > 0);  // a denormal is still a number
 }
 
 TEST_CASE("trainer: --log-every writes step rows between the epoch rows", "[trainer]") {

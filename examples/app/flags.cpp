@@ -1,6 +1,9 @@
 // examples/app/flags.cpp — the command-line parser of the programs.
 #include <app/flags.hpp>
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <utility>
@@ -9,6 +12,13 @@ namespace liere::app {
 
 namespace {
 // A default value as the --help text shows it.
+// An int flag's value: to_int's, and in int's range.
+int to_int32(const std::string& s) {
+  const long long v = Flags::to_int(s);
+  LIERE_ENSURE(v >= INT_MIN && v <= INT_MAX, "expected an integer in [" << INT_MIN << ", " << INT_MAX << "], got '" << s << "'");
+  return int(v);
+}
+
 template <class T>
 std::string text(const T& v) {
   std::ostringstream d;
@@ -22,7 +32,7 @@ Flags::Flags(std::string program, std::string summary) : program_(std::move(prog
 void Flags::section(const std::string& title) { help_ << "\n" << title << ":\n"; }
 
 void Flags::add(const std::string& name, int* v, const std::string& help) {
-  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = int(to_int(s)); });
+  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int32(s); });
 }
 void Flags::add(const std::string& name, std::int64_t* v, const std::string& help) {
   opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int(s); });
@@ -43,7 +53,7 @@ void Flags::add(const std::string& name, std::vector<int>* v, const std::string&
     v->clear();
     std::stringstream ss(s);
     std::string item;
-    while (std::getline(ss, item, ',')) v->push_back(int(to_int(item)));
+    while (std::getline(ss, item, ',')) v->push_back(to_int32(item));
   });
 }
 void Flags::add_switch(const std::string& name, bool* v, const std::string& help) {
@@ -114,8 +124,10 @@ bool Flags::known(const std::string& name) const {
 
 long long Flags::to_int(const std::string& s) {
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
   LIERE_ENSURE(!s.empty() && end && *end == '\0', "expected an integer, got '" << s << "'");
+  LIERE_ENSURE(errno != ERANGE, "expected an integer in [" << LLONG_MIN << ", " << LLONG_MAX << "], got '" << s << "'");
   return v;
 }
 
@@ -123,6 +135,7 @@ double Flags::to_double(const std::string& s) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   LIERE_ENSURE(!s.empty() && end && *end == '\0', "expected a number, got '" << s << "'");
+  LIERE_ENSURE(std::isfinite(v), "expected a finite number, got '" << s << "'");
   return v;
 }
 

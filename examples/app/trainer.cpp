@@ -199,7 +199,7 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     nn::LoadOptions lo;
     lo.expect = identity();
     const auto meta = nn::load_checkpoint(opt_.resume, params_, adam_.get(), lo);
-    start_epoch = std::stoi(meta.at("epoch"));
+    start_epoch = int(nn::metadata_integer(meta, "epoch", opt_.resume, 0, INT32_MAX));
     LIERE_ENSURE(start_epoch <= opt_.epochs, "--resume " << opt_.resume << ": the checkpoint is after epoch "
                                                          << start_epoch << ", more than --epochs " << opt_.epochs);
     std::cerr << "resumed " << opt_.resume << " after epoch " << start_epoch << "\n";

@@ -259,6 +259,15 @@ struct Value {
   std::vector<std::pair<std::string, Value>> members;  // object, in document order
   int line = 0, column = 0;                            // where the value starts (1-based), for messages
 
+  // Declared here and defaulted after the class: with clang and libstdc++, an implicit destructor makes the
+  // std::pair<std::string, Value> of `members` be instantiated while Value is still incomplete (a hard error).
+  Value() = default;
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   bool is_null() const { return type == Type::null; }
   bool is_bool() const { return type == Type::boolean; }
   bool is_number() const { return type == Type::number; }
@@ -299,6 +308,12 @@ struct Value {
     return r.ec == std::errc() && r.ptr == end;
   }
 };
+
+inline Value::Value(const Value&) = default;
+inline Value::Value(Value&&) noexcept = default;
+inline Value& Value::operator=(const Value&) = default;
+inline Value& Value::operator=(Value&&) noexcept = default;
+inline Value::~Value() = default;
 
 // A syntax error: what() is "source:line:column: message".
 class ParseError : public Error {

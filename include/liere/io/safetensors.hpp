@@ -160,31 +160,63 @@ struct SafetensorsFile {
   std::span<const char> bytes(const Entry& e) const { return {data.data() + e.begin, e.end - e.begin}; }
 };
 
+namespace detail {
+
+// Checks the 8-byte header length n of a file of `size` bytes.
+inline void check_safetensors_prefix(const std::string& path, std::uint64_t size, std::uint64_t n) {
+  LIERE_ENSURE(size >= 8, "checkpoint '" << path << "': truncated: " << size
+                                         << " bytes, expected at least the 8-byte header length of a safetensors file");
+  LIERE_ENSURE(n >= 2 && n <= (std::uint64_t(100) << 20),
+               "checkpoint '" << path << "': not a safetensors file (header length " << n << ")");
+  LIERE_ENSURE(size >= 8 + n, "checkpoint '" << path << "': truncated: the header needs " << n
+                                             << " bytes after the first 8, the file has " << size << " bytes in all");
+}
+
+// Parses and validates the header (n bytes) of a file of `size` bytes into f.entries and f.metadata; f.path names
+// the file in errors, f.data is not used.
+inline void parse_safetensors_header(SafetensorsFile& f, std::string_view header, std::uint64_t size);
+
+}  // namespace detail
+
+// Parses and validates a whole safetensors file held in memory (bytes: the file from its first byte); `path`
+// names it in errors. The data are copied into the result.
+inline SafetensorsFile parse_safetensors(std::span<const char> bytes, const std::string& path = "<memory>") {
+  SafetensorsFile f;
+  f.path = path;
+  std::uint64_t n = 0;
+  if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+  detail::check_safetensors_prefix(path, bytes.size(), n);
+  detail::parse_safetensors_header(f, std::string_view(bytes.data() + 8, std::size_t(n)), bytes.size());
+  f.data.assign(bytes.begin() + std::ptrdiff_t(8 + n), bytes.end());
+  return f;
+}
+
 // Reads and validates a whole safetensors file.
 inline SafetensorsFile load_safetensors(const std::string& path) {
-  using json::Value;
   SafetensorsFile f;
   f.path = path;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   LIERE_ENSURE(in, "checkpoint '" << path << "': cannot open: " << std::strerror(errno));
   const std::streamoff size = in.tellg();
   in.seekg(0);
-  LIERE_ENSURE(size >= 8, "checkpoint '" << path << "': truncated: " << size
-                                         << " bytes, expected at least the 8-byte header length of a safetensors file");
   std::uint64_t n = 0;
-  in.read(reinterpret_cast<char*>(&n), 8);
-  LIERE_ENSURE(n >= 2 && n <= (std::uint64_t(100) << 20),
-               "checkpoint '" << path << "': not a safetensors file (header length " << n << ")");
-  LIERE_ENSURE(std::uint64_t(size) >= 8 + n, "checkpoint '" << path << "': truncated: the header needs " << n
-                                                            << " bytes after the first 8, the file has " << size
-                                                            << " bytes in all");
+  if (size >= 8) in.read(reinterpret_cast<char*>(&n), 8);
+  detail::check_safetensors_prefix(path, std::uint64_t(size), n);
   std::string header(n, '\0');
   in.read(header.data(), std::streamsize(n));
   const std::size_t data_size = std::size_t(size) - 8 - std::size_t(n);
   f.data.resize(data_size);
   in.read(f.data.data(), std::streamsize(data_size));
   LIERE_ENSURE(in, "checkpoint '" << path << "': read error");
+  detail::parse_safetensors_header(f, header, std::uint64_t(size));
+  return f;
+}
 
+inline void detail::parse_safetensors_header(SafetensorsFile& f, std::string_view header, std::uint64_t size) {
+  using json::Value;
+  const std::string& path = f.path;
+  const std::uint64_t n = header.size();
+  const std::size_t data_size = std::size_t(size - 8 - n);
   const std::string where = "checkpoint '" + path + "'";
   LIERE_ENSURE(header[0] == '{', where << ": not a safetensors file (the header does not start with '{')");
   Value root;
@@ -198,7 +230,10 @@ inline SafetensorsFile load_safetensors(const std::string& path) {
   }
   LIERE_ENSURE(root.is_object(), where << ": the header is not a JSON object");
   std::size_t expected_end = 0;
-  for (const auto& [name, v] : root.members) {
+  for (const auto& member : root.members) {
+    // (Not a structured binding: the lambda below captures the name, which clang 14 refuses for a binding.)
+    const std::string& name = member.first;
+    const Value& v = member.second;
     if (name == "__metadata__") {
       LIERE_ENSURE(v.is_object(), where << ": __metadata__ is not an object");
       for (const auto& [k, s] : v.members) {
@@ -253,7 +288,6 @@ inline SafetensorsFile load_safetensors(const std::string& path) {
   }
   LIERE_ENSURE(pos == data_size, where << ": " << data_size << " data bytes, the tensors cover " << pos
                                        << (pos < data_size ? " (trailing bytes)" : " (truncated)"));
-  return f;
 }
 
 }  // namespace liere::io

@@ -17,8 +17,11 @@
 #include <liere/nn/module.hpp>
 #include <liere/optim/adam.hpp>
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -88,19 +91,56 @@ struct SafetensorsFile : io::SafetensorsFile {
   }
 };
 
-// Reads and validates a whole safetensors file (io::load_safetensors), whose tensors must have at most
-// Shape::kMaxRank dimensions.
-inline SafetensorsFile load_safetensors(const std::string& path) {
-  SafetensorsFile f = io::load_safetensors(path);
+namespace detail {
+// Engine tensors have at most Shape::kMaxRank dimensions.
+inline SafetensorsFile check_ranks(io::SafetensorsFile&& file) {
+  SafetensorsFile f(std::move(file));
   for (const auto& e : f.entries)
     LIERE_ENSURE(int(e.shape.size()) <= Shape::kMaxRank,
-                 "checkpoint '" << path << "': tensor '" << e.name << "' has " << e.shape.size()
+                 "checkpoint '" << f.path << "': tensor '" << e.name << "' has " << e.shape.size()
                                 << " dimensions (at most " << Shape::kMaxRank << ")");
   return f;
+}
+}  // namespace detail
+
+// Reads and validates a whole safetensors file (io::load_safetensors), whose tensors must have at most
+// Shape::kMaxRank dimensions.
+inline SafetensorsFile load_safetensors(const std::string& path) { return detail::check_ranks(io::load_safetensors(path)); }
+
+// The same from the bytes of a file in memory (io::parse_safetensors); `path` names it in errors.
+inline SafetensorsFile parse_safetensors(std::span<const char> bytes, const std::string& path = "<memory>") {
+  return detail::check_ranks(io::parse_safetensors(bytes, path));
 }
 
 // ---- checkpoints of a model (+ optimizer) ------------------------------------------------------------------
 inline constexpr const char* kCheckpointFormat = "liere-checkpoint-1";
+
+// Metadata value `key` of the checkpoint `path` as a whole decimal integer in [lo, hi]; an error naming the file,
+// the key and the range when it is missing, not an integer, or out of range.
+inline std::int64_t metadata_integer(const Metadata& meta, const std::string& key, const std::string& path,
+                                     std::int64_t lo = 0, std::int64_t hi = INT64_MAX) {
+  const auto it = meta.find(key);
+  LIERE_ENSURE(it != meta.end(), "checkpoint '" << path << "' has no metadata '" << key << "'");
+  const std::string& s = it->second;
+  std::int64_t v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  LIERE_ENSURE(!s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size() && v >= lo && v <= hi,
+               "checkpoint '" << path << "': metadata " << key << " '" << s << "' is not an integer in [" << lo << ", "
+                              << hi << "]");
+  return v;
+}
+
+// Metadata value `key` as a finite number >= 0 (a learning rate); the same errors.
+inline double metadata_nonnegative(const Metadata& meta, const std::string& key, const std::string& path) {
+  const auto it = meta.find(key);
+  LIERE_ENSURE(it != meta.end(), "checkpoint '" << path << "' has no metadata '" << key << "'");
+  const std::string& s = it->second;
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  LIERE_ENSURE(!s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v) && v >= 0,
+               "checkpoint '" << path << "': metadata " << key << " '" << s << "' is not a finite number >= 0");
+  return v;
+}
 
 // Saves every parameter, the optimizer state (when given) and `meta` (RNG state, epoch, config, ...).
 template <class S>
@@ -163,9 +203,13 @@ Metadata load_checkpoint(const io::SafetensorsFile& f, const ParamsT<S>& params,
                    "checkpoint '" << path << "' has tensor '" << e.name << "' " << io::shape_str(e.shape)
                                   << " that the model does not have");
   const bool with_opt = opt && lo.load_optimizer;
+  std::int64_t steps = 0;
+  double lr = with_opt ? opt->lr() : 0.0;
   if (with_opt) {
     LIERE_ENSURE(f.metadata.count("optim.step"),
                  "checkpoint '" << path << "' has no optimizer state (metadata optim.step missing)");
+    steps = metadata_integer(f.metadata, "optim.step", path);
+    if (f.metadata.count("optim.lr")) lr = metadata_nonnegative(f.metadata, "optim.lr", path);
     for (const auto& s : opt->states()) {
       check("optim." + s.param.name() + ".m", s.m, true);
       check("optim." + s.param.name() + ".v", s.v, true);
@@ -179,8 +223,8 @@ Metadata load_checkpoint(const io::SafetensorsFile& f, const ParamsT<S>& params,
       read_tensor(f, "optim." + s.param.name() + ".m", s.m);
       read_tensor(f, "optim." + s.param.name() + ".v", s.v);
     }
-    opt->set_steps(std::stoll(f.metadata.at("optim.step")));
-    if (auto it = f.metadata.find("optim.lr"); it != f.metadata.end()) opt->set_lr(std::stod(it->second));
+    opt->set_steps(steps);
+    opt->set_lr(lr);
   }
   return f.metadata;
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz (clang, ASan + UBSan) and runs each for RUNS inputs, one at a time:
+#
+#   tests/fuzz/run.sh [RUNS] [TARGET...]        e.g. tests/fuzz/run.sh 1000000   or   tests/fuzz/run.sh 10000 fuzz_idx
+#
+# RUNS defaults to 1000000. Environment: BUILD (build folder, default build-fuzz), SECONDS_PER_TARGET (a bound on
+# each run, default 1800), CXX (default clang++-14), NICE (default 10). New inputs found go to BUILD/fuzz-corpus/,
+# crashes to BUILD/fuzz-artifacts/; the seed corpus in tests/fuzz/corpus/ is only read. Exits non-zero when a
+# target fails; prints one line per target: runs, seconds, result.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+RUNS=${1:-1000000}
+shift || true
+BUILD=${BUILD:-$ROOT/build-fuzz}
+CXX=${CXX:-clang++-14}
+NICE=${NICE:-10}
+SECONDS_PER_TARGET=${SECONDS_PER_TARGET:-1800}
+
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  CC=${CC:-clang-14} CXX=$CXX cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIERE_FUZZ=ON \
+    -DLIERE_BUILD_EXAMPLES=ON >/dev/null
+fi
+nice -n "$NICE" cmake --build "$BUILD" --target liere_fuzz -j"${JOBS:-2}"
+
+TARGETS=("$@")
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  for f in "$BUILD"/tests/fuzz/fuzz_*; do [ -x "$f" ] && TARGETS+=("$(basename "$f")"); done
+fi
+
+status=0
+summary=()
+for t in "${TARGETS[@]}"; do
+  seeds="$ROOT/tests/fuzz/corpus/${t#fuzz_}"
+  work="$BUILD/fuzz-corpus/$t"
+  art="$BUILD/fuzz-artifacts/$t/"
+  mkdir -p "$work" "$art"
+  max_len=4096
+  [ "$t" = fuzz_cifar ] && max_len=8192   # two or three 3073-byte records
+  log="$BUILD/fuzz-$t.log"
+  echo "== $t: $RUNS runs (log: $log)"
+  set +e
+  nice -n "$NICE" "$BUILD/tests/fuzz/$t" "$work" "$seeds" -runs="$RUNS" -max_total_time="$SECONDS_PER_TARGET" \
+    -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix="$art" >"$log" 2>&1
+  rc=$?
+  set -e
+  done_line=$(grep -E '^Done [0-9]+ runs' "$log" | tail -1 || true)
+  if [ $rc -ne 0 ]; then
+    status=1
+    summary+=("$t: FAILED (exit $rc; see $log and $art)")
+  else
+    summary+=("$t: ${done_line:-finished}")
+  fi
+  echo "${summary[-1]}"
+done
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+exit $status
