@@ -120,10 +120,10 @@ class PositionEncodingModuleT {
       e.tables = VarT<S>(fixed_tables_);
       return e;
     }
-    e.tables = tape.output(ts, params_.front());
+    e.tables = tape.output_on(device, ts, params_.front());
     compute_tables(e.tables.value());
     if (pe_->has_transforms()) {
-      e.transforms = tape.output(xs, params_.front());
+      e.transforms = tape.output_on(device, xs, params_.front());
       std::vector<S> host(std::size_t(xs.numel()));
       pe_->compute_transforms(host);
       e.transforms.value().copy_from(TensorT<S>::wrap(host.data(), xs));
