@@ -3,6 +3,10 @@
 
 #include <data_tools/image_ops.hpp>
 
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/memory.hpp>
+#endif
+
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -30,6 +34,8 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("seed", &seed, "seed of the model, the data order and augmentation");
   f.add("threads", &threads, "OpenMP threads");
   f.add("eval-batch", &eval_batch, "batch size for evaluation");
+  f.add("device", &device, "cpu, cuda, or auto (cuda when this build has the CUDA backend and a device is present)");
+  f.add_switch("tf32", &tf32, "cuda: matrix products in TF32 on tensor cores (faster, ~1e-3 relative error)");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
   f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
@@ -45,7 +51,33 @@ void TrainOptions::add_flags(Flags& f) {
   f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E and exit");
 }
 
+namespace {
+// Whether this build has the CUDA backend and the machine a device; `why` says what is missing.
+bool cuda_usable(std::string* why) {
+#ifdef LIERE_WITH_CUDA
+  if (cuda::device_count() > 0) return true;
+  *why = cuda::device_description() + " on this machine";
+  return false;
+#else
+  *why = "this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON or AUTO where nvcc is installed)";
+  return false;
+#endif
+}
+}  // namespace
+
+Device TrainOptions::resolved_device() const {
+  std::string why;
+  if (device == "auto") return cuda_usable(&why) ? Device::cuda : Device::cpu;
+  if (device == "cpu") return Device::cpu;
+  if (device == "cuda") {
+    if (!cuda_usable(&why)) throw UsageError("--device cuda: " + why);
+    return Device::cuda;
+  }
+  throw UsageError("--device " + device + ": allowed: cpu, cuda, auto");
+}
+
 void TrainOptions::validate() const {
+  (void)resolved_device();
   LIERE_ENSURE(epochs >= 1 && batch >= 1 && eval_batch >= 1 && threads >= 1, "epochs, batch, eval-batch and threads must be >= 1");
   LIERE_ENSURE(log_every >= 0, "--log-every must be >= 0");
   LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && warmup < epochs + 1 && clip >= 0,
@@ -71,6 +103,14 @@ std::string fmt_pct(double x, int decimals) {
 Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::string data_name)
     : cfg_(model_cfg), opt_(opt), data_name_(std::move(data_name)), model_(params_, cfg_, std::uint64_t(opt.seed)) {
   omp_set_num_threads(opt_.threads);
+  device_ = opt_.resolved_device();
+  if (device_ == Device::cuda) {
+#ifdef LIERE_WITH_CUDA
+    cuda::set_tf32(opt_.tf32);
+    std::cerr << "device: cuda, " << cuda::device_description() << (opt_.tf32 ? ", TF32 matrix products" : "") << "\n";
+#endif
+    params_.to(device_);  // before the optimizer: its state lives where the parameters do
+  }
   optim::AdamConfig ac;
   ac.lr = opt_.lr;
   ac.weight_decay = opt_.wd;
@@ -96,32 +136,54 @@ double Trainer::bench(int steps) {
   const int B = opt_.batch;
   Shape xs{B, cfg_.channels};
   for (int d : cfg_.image) xs.push_back(d);
-  Tensor x(xs);
+  Tensor xh(xs);
   std::mt19937_64 g(1);
   std::normal_distribution<float> n(0, 1);
-  for (Index i = 0; i < x.numel(); ++i) x.data()[i] = n(g);
+  for (Index i = 0; i < xh.numel(); ++i) xh.data()[i] = n(g);
   std::vector<int> y(B);
   for (int i = 0; i < B; ++i) y[i] = int(g() % cfg_.classes);
+  // Each step copies the batch to the device, as training does.
   auto step = [&] {
-    Tape tape(1);
-    Var xv(x);
-    auto loss = ops::cross_entropy(tape, model_.forward(tape, xv), y);
-    tape.backward(loss);
-    if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
-    adam_->step();
-    params_.zero_grad();
+    try {
+      Tape tape(1);
+      Var xv(xh.to(device_));
+      auto loss = ops::cross_entropy(tape, model_.forward(tape, xv), y);
+      tape.backward(loss);
+      if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+      adam_->step();
+      params_.zero_grad();
+    } catch (const Error& e) {
+      step_failed(e);
+    }
+  };
+  auto sync = [&] {
+#ifdef LIERE_WITH_CUDA
+    if (device_ == Device::cuda) cuda::synchronize();
+#endif
   };
   for (int i = 0; i < 2; ++i) step();
+  sync();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
+  sync();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double ips = double(steps) * B / s;
   const double gflops = 3.0 * cfg_.gflops_per_image() * ips;  // forward + backward ≈ 3 × forward
-  std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\nthreads=" << opt_.threads
+  std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\ndevice=" << to_string(device_)
+            << (device_ == Device::cuda && opt_.tf32 ? " tf32" : "") << " threads=" << opt_.threads
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
             << 1000 * s / steps << " achieved_gflops=" << gflops << " peak_rss_mib=" << peak_rss_mib()
             << "\ntrain_img_per_s=" << std::setprecision(2) << ips << "\n";
   return ips;
+}
+
+void Trainer::step_failed(const Error& e) const {
+  const std::string what = e.what();
+  if (device_ == Device::cuda && what.find("out of memory on cuda") != std::string::npos)
+    throw Error("out of GPU memory with --batch " + std::to_string(opt_.batch) + " (eval batch " +
+                std::to_string(opt_.eval_batch) + "): lower --batch (or --eval-batch)" +
+                (opt_.save.empty() ? std::string() : "; the checkpoint '" + opt_.save + "' is untouched") + " [" + what + "]");
+  throw;
 }
 
 EvalResult Trainer::evaluate(const EvalData& data, bool progress) {
@@ -147,13 +209,18 @@ EvalResult Trainer::evaluate(const EvalData& data, bool progress) {
     if (data.shuffle_patch > 0)
       for (int i = 0; i < n; ++i) data::shuffle_patches(x.data() + i * per, C, data.size[0], data.size[1], data.shuffle_patch, shuffle_rng);
     std::vector<int> y(data.labels.begin() + first, data.labels.begin() + first + n);
-    Var xv(x);
-    Var logits = model_.forward(tape, xv);
-    std::vector<float> rows;
-    ops::cross_entropy(tape, logits, y, 0.0, &rows);
+    std::vector<float> rows, host_logits;
+    try {
+      Var xv(x.to(device_));
+      Var logits = model_.forward(tape, xv);
+      ops::cross_entropy(tape, logits, y, 0.0, &rows);
+      host_logits = logits.value().to_vector();
+    } catch (const Error& e) {
+      step_failed(e);
+    }
     for (int i = 0; i < n; ++i) {
       loss_sum += rows[i];
-      const float* l = logits.data() + std::size_t(i) * cfg_.classes;
+      const float* l = host_logits.data() + std::size_t(i) * cfg_.classes;
       const int pred = int(std::max_element(l, l + cfg_.classes) - l);
       r.labels.push_back(y[i]);
       r.preds.push_back(pred);
@@ -233,9 +300,16 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
       }
       data.fill(epoch, s, B, x.data(), y.data());
       Tape tape(mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)));
-      Var xv(x);
-      Var logits = model_.forward(tape, xv);
-      Var loss = ops::cross_entropy(tape, logits, y);
+      Var logits, loss;
+      try {
+        Var xv(x.to(device_));
+        logits = model_.forward(tape, xv);
+        loss = ops::cross_entropy(tape, logits, y);
+      } catch (const Error& e) {
+        tape.clear();
+        bar.finish();
+        step_failed(e);
+      }
       const double l = loss.item();
       if (!std::isfinite(l)) {
         tape.clear();
@@ -247,14 +321,20 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
                                                                        "' is intact")
                                            << " (try a lower --lr or --clip)");
       }
-      tape.backward(loss);
-      if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
-      adam_->set_lr(sched.at_step(global));
-      adam_->step();
-      params_.zero_grad();
+      try {
+        tape.backward(loss);
+        if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+        adam_->set_lr(sched.at_step(global));
+        adam_->step();
+        params_.zero_grad();
+      } catch (const Error& e) {
+        bar.finish();
+        step_failed(e);
+      }
+      const std::vector<float> host_logits = logits.value().to_vector();
       std::int64_t step_correct = 0;
       for (int i = 0; i < B; ++i) {
-        const float* r = logits.data() + std::size_t(i) * cfg_.classes;
+        const float* r = host_logits.data() + std::size_t(i) * cfg_.classes;
         step_correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
       }
       loss_sum += l * B;

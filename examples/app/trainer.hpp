@@ -38,9 +38,14 @@ struct TrainOptions {
   int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
   bool dry_run = false;
   std::string model = "tiny";
+  std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
+  bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores
 
   void add_flags(Flags& f);
+  // Also checks the device: --device cuda without a CUDA build or device is a UsageError (exit code 2).
   void validate() const;
+  // The device --device names (auto resolved).
+  Device resolved_device() const;
 };
 
 // ---- data ---------------------------------------------------------------------------------------------
@@ -114,10 +119,15 @@ class Trainer {
 
   double train_img_per_s() const { return train_seconds_ > 0 ? double(train_images_) / train_seconds_ : 0.0; }
   const TrainOptions& options() const { return opt_; }
+  Device device() const { return device_; }
 
  private:
+  // One training step's error: out of device memory becomes a message naming the batch size to lower.
+  [[noreturn]] void step_failed(const Error& e) const;
+
   nn::VitConfig cfg_;
   TrainOptions opt_;
+  Device device_ = Device::cpu;
   std::string data_name_;
   nn::Params params_;
   nn::Vit model_;

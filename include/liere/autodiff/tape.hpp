@@ -204,6 +204,18 @@ class ParameterT : public VarT<S> {
     return p;
   }
   void zero_grad() const { this->grad().zero(); }
+
+  // Moves value and gradient to `device` (a copy; every handle of this parameter sees the move). A parameter
+  // over storage owned elsewhere (wrap) stays where it is: its owner reads it there (ParamsT::to skips it).
+  void move_to(Device device) const {
+    if (this->device() == device) return;
+    TensorT<S> v = this->node_->value.to(device);
+    TensorT<S> g = this->node_->grad->tensor().to(device);
+    this->node_->value = v;
+    this->node_->grad = std::make_shared<GradSlot<S>>(v.shape(), device);
+    this->node_->grad->set(g);
+  }
+  bool owns_storage() const { return this->value().owns_storage(); }
 };
 
 // ---- Tape ------------------------------------------------------------------------------------------------
@@ -223,6 +235,15 @@ class TapeT {
   template <class V0, class... V>
   VarT<S> output(const Shape& shape, const V0& input0, const V&... inputs) const {
     const Device d = input0.device();
+    VarT<S> y{TensorT<S>(shape, d)};
+    if (grad_enabled_ && (input0.requires_grad() || (inputs.requires_grad() || ...)))
+      y.node_->grad = std::make_shared<GradSlot<S>>(shape, d);
+    return y;
+  }
+  // The same on an explicit device (an op whose inputs live elsewhere, e.g. the encoding's tables computed on the
+  // host from host parameters for a model on cuda).
+  template <class V0, class... V>
+  VarT<S> output_on(Device d, const Shape& shape, const V0& input0, const V&... inputs) const {
     VarT<S> y{TensorT<S>(shape, d)};
     if (grad_enabled_ && (input0.requires_grad() || (inputs.requires_grad() || ...)))
       y.node_->grad = std::make_shared<GradSlot<S>>(shape, d);

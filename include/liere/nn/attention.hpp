@@ -11,6 +11,7 @@
 #include <liere/nn/module.hpp>
 #include <liere/nn/position_encoding.hpp>
 #include <memory>
+#include <type_traits>
 
 namespace liere::nn {
 
@@ -80,8 +81,14 @@ class AttentionT {
     return proj_(tape, a);
   }
 
-  // The attention probabilities (B, H, T, T) of the last forward.
-  const std::vector<S>& last_probs() const { return cache_->probs; }
+  // The attention probabilities (B, H, T, T) of the last forward (copied from the device after a forward there).
+  const std::vector<S>& last_probs() const {
+#ifdef LIERE_WITH_CUDA
+    if constexpr (std::is_same_v<S, float>)
+      if (cache_->device && cache_->probs.empty()) cache_->probs = cuda::attention_probs(cache_->device);
+#endif
+    return cache_->probs;
+  }
   int heads() const { return heads_; }
   const LinearT<S>& qkv() const { return qkv_; }
   const LinearT<S>& proj() const { return proj_; }

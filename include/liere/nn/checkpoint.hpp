@@ -37,12 +37,15 @@ using io::SafetensorsRecord;
 using io::SaveOptions;
 using io::save_safetensors;
 
-// The record of a tensor (its bytes are not copied: keep t alive until the file is written).
+// The record of a tensor (its bytes are not copied: keep t alive until the file is written). Host tensors only:
+// save_checkpoint copies device tensors to the host first, so checkpoints do not depend on the device.
 template <class S>
 SafetensorsRecord record(const std::string& name, const TensorT<S>& t) {
   const Shape& s = t.shape();
   std::vector<std::int64_t> shape;
   for (int d = 0; d < s.rank(); ++d) shape.push_back(s[d]);
+  LIERE_ENSURE(t.on_host(), "checkpoint record '" << name << "': the tensor is on " << to_string(t.device())
+                                                  << " (copy it to the host first)");
   return {name, safetensors_dtype<S>(), std::move(shape), t.data(), std::size_t(t.numel()) * sizeof(S)};
 }
 
@@ -64,7 +67,13 @@ void read_tensor(const io::SafetensorsFile& f, const std::string& name, const Te
                "'" << f.path << "': " << name << ": dtype " << e->dtype << ", expected " << safetensors_dtype<S>());
   LIERE_ENSURE(detail::same_shape(e->shape, t.shape()),
                name << ": checkpoint " << io::shape_str(e->shape) << " != model " << t.shape());
-  std::memcpy(t.data(), f.data.data() + e->begin, e->end - e->begin);
+  if (t.on_host()) {
+    std::memcpy(t.data(), f.data.data() + e->begin, e->end - e->begin);
+    return;
+  }
+  TensorT<S> host(t.shape());  // a checkpoint read into a model on a device
+  std::memcpy(host.data(), f.data.data() + e->begin, e->end - e->begin);
+  t.copy_from(host);
 }
 
 // A safetensors file read whole, with its tensors as engine tensors.
@@ -147,11 +156,18 @@ template <class S>
 void save_checkpoint(const std::string& path, const ParamsT<S>& params, const std::type_identity_t<optim::AdamT<S>>* opt,
                      Metadata meta = {}, const SaveOptions& so = {}) {
   std::vector<SafetensorsRecord> records;
-  for (const auto& p : params) records.push_back(record(p.name(), p.value()));
+  std::vector<TensorT<S>> host;  // host copies of device tensors, alive until the file is written
+  host.reserve(params.size() + (opt ? 2 * opt->states().size() : 0));
+  auto on_host = [&](const TensorT<S>& t) -> const TensorT<S>& {
+    if (t.on_host()) return t;
+    host.push_back(t.to(Device::cpu));
+    return host.back();
+  };
+  for (const auto& p : params) records.push_back(record(p.name(), on_host(p.value())));
   if (opt) {
     for (const auto& s : opt->states()) {
-      records.push_back(record("optim." + s.param.name() + ".m", s.m));
-      records.push_back(record("optim." + s.param.name() + ".v", s.v));
+      records.push_back(record("optim." + s.param.name() + ".m", on_host(s.m)));
+      records.push_back(record("optim." + s.param.name() + ".v", on_host(s.v)));
     }
     meta["optim.step"] = std::to_string(opt->steps());
     std::ostringstream lr;

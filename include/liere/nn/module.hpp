@@ -64,6 +64,13 @@ class ParamsT {
   void zero_grad() const {
     for (const auto& p : list_) p.zero_grad();
   }
+  // Moves every parameter to `device` (before an optimizer is made for them: its state follows the parameters'
+  // device). Parameters over storage owned elsewhere stay on the host: the position encoding's, from which it
+  // computes its tables on the host (the engine copies the tables to the device).
+  void to(Device device) const {
+    for (const auto& p : list_)
+      if (p.owns_storage()) p.move_to(device);
+  }
 
  private:
   std::vector<ParameterT<S>> list_;

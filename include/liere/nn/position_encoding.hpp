@@ -151,11 +151,11 @@ class PositionEncodingModuleT {
       if (pe_->has_transforms()) e.transforms = VarT<S>(cached_transforms_);
       return e;
     }
-    e.tables = tape.output(ts, params_.front());
+    e.tables = tape.output_on(device, ts, params_.front());
     compute_tables(e.tables.value());
     ++table_computations_;
     if (pe_->has_transforms()) {
-      e.transforms = tape.output(xs, params_.front());
+      e.transforms = tape.output_on(device, xs, params_.front());
       std::vector<S> host(std::size_t(xs.numel()));
       pe_->compute_transforms(host);
       e.transforms.value().copy_from(TensorT<S>::wrap(host.data(), xs));

@@ -155,6 +155,8 @@ class TensorT {
   }
 
   bool defined() const { return data_ != nullptr; }
+  // Whether the storage is the pool's (false for wrap(): memory the caller manages).
+  bool owns_storage() const { return storage_ != nullptr; }
   Device device() const { return device_; }
   bool on_host() const { return device_ == Device::cpu; }
   const Shape& shape() const { return shape_; }

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <liere/backend/attention_cache.hpp>
 #include <liere/backend/cpu/gemm.hpp>
 #include <liere/backend/cpu/rotate.hpp>
 #include <liere/backend/cpu/softmax.hpp>
@@ -24,20 +25,6 @@
 #include <liere/pe/views.hpp>
 #include <span>
 #include <vector>
-
-namespace liere {
-
-// What the forward keeps for the backward, and scratch space reused from call to call.
-template <class Scalar>
-struct AttentionCache {
-  std::vector<Scalar> xq, xk;    // (B, T, H, D) P·q, P·k           (only with transforms)
-  std::vector<Scalar> qr, kr;    // (B, T, H, D) rotated q̂, k̂       (only with rotations)
-  std::vector<Scalar> probs;     // (B, H, T, T) the attention map
-  std::vector<Scalar> dqr, dkr;  // backward scratch, (B, T, H, D)
-  std::vector<Scalar> dxq, dxk;  // backward scratch, (B, T, H, D)
-};
-
-}  // namespace liere
 
 namespace liere::cpu {
 

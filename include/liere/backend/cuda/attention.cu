@@ -1,0 +1,342 @@
+// liere/backend/cuda/attention.cu — multi-head attention with rotary encodings on the GPU.
+//
+// B batch, T tokens, H heads, D head dim; f = first rotated token, tr = T − f rotated tokens.
+// Forward:
+//   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward
+//   gather      q̂, k̂, v (B, H, T, D) from the packed qkv rows: q̂ = R(t)·q blockwise (kernels::rotate_entry, one
+//               thread per output element, every block size), tokens < f and heads without a table copied
+//   S = Q̂ K̂ᵀ / √D      cublasSgemmStridedBatched over the B·H heads
+//   P = softmax(S)      one thread per row, kernels::softmax_row (masked keys excluded)
+//   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
+// Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
+//   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
+//   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry, the batch summed in order; heads sharing a table summed by
+//   the same thread, so there are no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x.
+// The layer keeps q̂, k̂, v, P (and x̃) on the device between its forward and backward; the backward's temporaries
+// are the backend's scratch buffers, shared by every layer.
+#include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/common.cuh>
+#include <liere/backend/cuda/memory.hpp>
+#include <liere/backend/kernels/rotate.hpp>
+#include <liere/backend/kernels/softmax.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace liere::cuda {
+
+namespace {
+
+struct Buffer {
+  float* p = nullptr;
+  Index n = 0;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { device_release(p); }
+  float* ensure(Index want) {
+    if (n < want) {
+      device_release(p);
+      p = nullptr;
+      n = 0;
+      p = static_cast<float*>(device_allocate(std::size_t(want) * sizeof(float)));
+      LIERE_ENSURE(p, "out of memory on cuda allocating " << std::size_t(want) * sizeof(float)
+                                                          << " bytes for attention (lower the batch size)");
+      n = want;
+    }
+    return p;
+  }
+};
+
+struct State {
+  Buffer qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, T)
+  Buffer xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
+  AttentionShape s;
+  bool transformed = false;
+};
+
+State& state_of(AttentionState& st) {
+  if (!st) st = std::make_shared<State>();
+  return *static_cast<State*>(st.get());
+}
+
+// Per-head table pointers and the table geometry, by value into the kernels.
+struct Rot {
+  const float* tables[kMaxHeads];
+  int block, nb, table_tokens, first, tr;
+};
+
+bool any_transform(const AttentionCall& a) {
+  for (const float* t : a.transforms)
+    if (t) return true;
+  return false;
+}
+
+Rot rot_of(const AttentionCall& a) {
+  Rot r{};
+  for (int h = 0; h < a.s.heads; ++h) r.tables[h] = a.tables.empty() ? nullptr : a.tables[std::size_t(h)];
+  r.block = a.block > 0 ? a.block : 1;
+  r.nb = a.s.head_dim / r.block;
+  r.table_tokens = a.table_tokens;
+  r.first = a.first_rotated;
+  r.tr = a.s.tokens - a.first_rotated;
+  return r;
+}
+
+// The table block of head h, token t (≥ first) of sequence b that covers element i.
+__device__ inline const float* table_block(const Rot& r, int h, Index b, int t, int i) {
+  const Index row = r.table_tokens == r.tr ? Index(t - r.first) : b * r.tr + (t - r.first);
+  return r.tables[h] + (row * r.nb + i / r.block) * r.block * r.block;
+}
+
+// q̂, k̂ (rotated), v into (B, H, T, D); the q, k source rows at sq/sk + b·sb + t·st + h·D, v at v + (b·T + t)·ld.
+__global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std::int64_t st, const float* v,
+                         std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int H, int D) {
+  const Index n = Index(B) * H * T * D;
+  LIERE_CUDA_LOOP(idx, n) {
+    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
+    const Index b = idx / (Index(D) * T * H);
+    const std::int64_t off = b * sb + t * st + h * D;
+    if (r.tables[h] && t >= r.first) {
+      const float* blk = table_block(r, h, b, t, i);
+      const int base = i - i % r.block;
+      qh[idx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
+      kh[idx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
+    } else {
+      qh[idx] = sq[off + i];
+      kh[idx] = sk[off + i];
+    }
+    vh[idx] = v[(b * T + t) * ld + h * D + i];
+  }
+}
+
+__global__ void k_softmax(float* p, const std::uint8_t* mask, int T, int H, Index rows) {
+  LIERE_CUDA_LOOP(r, rows) {
+    const Index b = r / (Index(T) * H);
+    kernels::softmax_row(p + r * T, T, mask ? mask + b * T : nullptr);
+  }
+}
+__global__ void k_softmax_backward(const float* p, float* dp, int T, float scale, Index rows) {
+  LIERE_CUDA_LOOP(r, rows) kernels::softmax_row_backward(p + r * T, dp + r * T, T, scale);
+}
+
+// (B, H, T, D) → rows `ld` apart in (B, T, ·): y[b, t, h·D + i] (= or +=) x[b, h, t, i], and the reverse.
+__global__ void k_heads_to_rows(const float* x, float* y, std::int64_t ld, bool add, int B, int T, int H, int D) {
+  const Index n = Index(B) * H * T * D;
+  LIERE_CUDA_LOOP(idx, n) {
+    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
+    const Index b = idx / (Index(D) * T * H);
+    float* dst = y + (b * T + t) * ld + h * D + i;
+    *dst = add ? *dst + x[idx] : x[idx];
+  }
+}
+__global__ void k_rows_to_heads(const float* x, std::int64_t ld, float* y, int B, int T, int H, int D) {
+  const Index n = Index(B) * H * T * D;
+  LIERE_CUDA_LOOP(idx, n) {
+    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
+    const Index b = idx / (Index(D) * T * H);
+    y[idx] = x[(b * T + t) * ld + h * D + i];
+  }
+}
+// rows of HD values, ld apart → contiguous (rows, HD)
+__global__ void k_copy_rows(const float* x, std::int64_t ld, float* y, Index rows, int hd) {
+  LIERE_CUDA_LOOP(idx, rows * hd) y[idx] = x[(idx / hd) * ld + idx % hd];
+}
+// y (rows, D) with row stride ldy += x (rows, D) with row stride ldx
+__global__ void k_add_rows(const float* x, std::int64_t ldx, float* y, std::int64_t ldy, Index rows, int d) {
+  LIERE_CUDA_LOOP(idx, rows * d) y[(idx / d) * ldy + idx % d] += x[(idx / d) * ldx + idx % d];
+}
+
+// Through the rotations to the rotation inputs: g = R(t)ᵀ dq̂ (or dq̂), written to dst (b·db + t·dt + h·D + i):
+// assigned (overwrite) or accumulated. Both q and k; dv += dV as well when given.
+__global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq, float* dk, std::int64_t db,
+                           std::int64_t dt, bool overwrite, const float* dvh, float* dv, std::int64_t ldv, int B, int T,
+                           int H, int D) {
+  const Index n = Index(B) * H * T * D;
+  LIERE_CUDA_LOOP(idx, n) {
+    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
+    const Index b = idx / (Index(D) * T * H);
+    float gq, gk;
+    if (r.tables[h] && t >= r.first) {
+      const float* blk = table_block(r, h, b, t, i);
+      const Index base = idx - i % r.block;
+      gq = kernels::rotate_backward_entry(blk, r.block, dqh + base, i % r.block);
+      gk = kernels::rotate_backward_entry(blk, r.block, dkh + base, i % r.block);
+    } else {
+      gq = dqh[idx];
+      gk = dkh[idx];
+    }
+    if (dq) {
+      const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i;
+      dq[o] = overwrite ? gq : dq[o] + gq;
+      dk[o] = overwrite ? gk : dk[o] + gk;
+    }
+    if (dv) dv[(b * T + t) * ldv + h * D + i] += dvh[idx];
+  }
+}
+
+// The tables' gradients. Unique table u (heads in mask[u]) gets, per entry (row, kb, i, j), the sum over its
+// heads and (shared tables) the batch of dq̂_i x̃q_j + dk̂_i x̃k_j.
+struct DTables {
+  float* dtables[kMaxHeads];
+  unsigned long long heads[kMaxHeads];  // bit h: head h accumulates into dtables[u]
+  int count;
+};
+__global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
+                          std::int64_t st, Rot r, DTables d, int B, int T, int H, int D) {
+  const int bb = r.block * r.block;
+  const Index per = Index(r.table_tokens) * r.nb * bb;
+  LIERE_CUDA_LOOP(e, Index(d.count) * per) {
+    const int u = int(e / per);
+    const Index rem = e % per;
+    const int j = int(rem % r.block), i = int((rem / r.block) % r.block), kb = int((rem / bb) % r.nb);
+    const Index row = rem / (Index(r.nb) * bb);
+    const bool shared = r.table_tokens == r.tr;
+    const Index b0 = shared ? 0 : row / r.tr, b1 = shared ? B : b0 + 1;
+    const int t = r.first + int(shared ? row : row % r.tr);
+    float acc = 0.f;
+    for (int h = 0; h < H; ++h) {
+      if (!((d.heads[u] >> h) & 1ull)) continue;
+      const int di = kb * r.block + i, xj = kb * r.block + j;
+      for (Index b = b0; b < b1; ++b) {
+        const Index g = ((b * H + h) * T + t) * D;
+        const std::int64_t x = b * sb + std::int64_t(t) * st + h * D;
+        acc += dqh[g + di] * xq[x + xj] + dkh[g + di] * xk[x + xj];
+      }
+    }
+    d.dtables[u][rem] += acc;
+  }
+}
+
+void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, long long sa,
+                  const float* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int count) {
+  LIERE_CUBLAS_CHECK(cublasSgemmStridedBatched(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                               N, M, K, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, count));
+}
+
+#define LIERE_ATT_LAUNCH(kernel, n, ...)                 \
+  do {                                                   \
+    kernel<<<grid_for(n), kThreads>>>(__VA_ARGS__);      \
+    LIERE_CUDA_LAUNCHED(#kernel);                        \
+  } while (0)
+
+}  // namespace
+
+void attention_forward(const AttentionCall& a, float* out, AttentionState& state) {
+  State& st = state_of(state);
+  const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
+  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
+  st.s = a.s;
+  float* qh = st.qh.ensure(n);
+  float* kh = st.kh.ensure(n);
+  float* vh = st.vh.ensure(n);
+  float* p = st.p.ensure(Index(B) * H * T * T);
+  const float *sq = a.q, *sk = a.k;
+  std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
+  st.transformed = any_transform(a);
+  if (st.transformed) {
+    float* xs[2] = {st.xq.ensure(rows * HD), st.xk.ensure(rows * HD)};
+    const float* src[2] = {a.q, a.k};
+    for (int w = 0; w < 2; ++w) {
+      LIERE_ATT_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
+      for (int h = 0; h < H; ++h)
+        if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ
+          gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD);
+    }
+    sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
+  }
+  const Rot r = rot_of(a);
+  LIERE_ATT_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
+  const float scale = 1.f / std::sqrt(float(D));
+  const long long TD = (long long)T * D, TT = (long long)T * T;
+  gemm_batched(false, true, T, T, D, scale, qh, D, TD, kh, D, TD, 0.f, p, T, TT, B * H);
+  std::uint8_t* mask = nullptr;
+  if (a.key_mask) {
+    mask = static_cast<std::uint8_t*>(scratch(3, std::size_t(rows)));
+    LIERE_CUDA_CHECK(cudaMemcpy(mask, a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
+  }
+  LIERE_ATT_LAUNCH(k_softmax, Index(B) * H * T, p, mask, T, H, Index(B) * H * T);
+  float* o = static_cast<float*>(scratch(2, std::size_t(n) * sizeof(float)));
+  gemm_batched(false, false, T, D, T, 1.f, p, T, TT, vh, D, TD, 0.f, o, D, TD, B * H);
+  LIERE_ATT_LAUNCH(k_heads_to_rows, n, o, out, HD, false, B, T, H, D);
+}
+
+void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
+                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
+  State& st = state_of(state);
+  const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
+  LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D && st.p.p,
+               "attention_backward: the cache does not hold a forward of this shape");
+  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
+  const long long TD = (long long)T * D, TT = (long long)T * T;
+  const float scale = 1.f / std::sqrt(float(D));
+  float* dO = static_cast<float*>(scratch(2, std::size_t(n) * sizeof(float)));
+  float* dvh = static_cast<float*>(scratch(3, std::size_t(n) * sizeof(float)));
+  float* dp = static_cast<float*>(scratch(4, std::size_t(Index(B) * H * T * T) * sizeof(float)));
+  float* dqh = static_cast<float*>(scratch(5, std::size_t(n) * sizeof(float)));
+  float* dkh = static_cast<float*>(scratch(6, std::size_t(n) * sizeof(float)));
+  LIERE_ATT_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
+  if (dv) gemm_batched(true, false, T, D, T, 1.f, st.p.p, T, TT, dO, D, TD, 0.f, dvh, D, TD, B * H);
+  gemm_batched(false, true, T, T, D, 1.f, dO, D, TD, st.vh.p, D, TD, 0.f, dp, T, TT, B * H);
+  LIERE_ATT_LAUNCH(k_softmax_backward, Index(B) * H * T, st.p.p, dp, T, scale, Index(B) * H * T);
+  gemm_batched(false, false, T, D, T, 1.f, dp, T, TT, st.kh.p, D, TD, 0.f, dqh, D, TD, B * H);
+  gemm_batched(true, false, T, D, T, 1.f, dp, T, TT, st.qh.p, D, TD, 0.f, dkh, D, TD, B * H);
+
+  const Rot r = rot_of(a);
+  const bool transformed = any_transform(a);
+  LIERE_ENSURE(transformed == st.transformed, "attention_backward: the transforms differ from the forward's");
+  // Through the rotations: to dq, dk directly, or to dx̃ (scratch 7) when there are transforms.
+  float* dxq = nullptr;
+  float* dxk = nullptr;
+  if (transformed) {
+    dxq = static_cast<float*>(scratch(7, std::size_t(2 * rows * HD) * sizeof(float)));
+    dxk = dxq + rows * HD;
+    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
+  } else {
+    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H, D);
+  }
+  // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
+  DTables d{};
+  for (int h = 0; h < H && !dtables.empty(); ++h) {
+    float* t = dtables[std::size_t(h)];
+    if (!t || !r.tables[h]) continue;
+    int u = 0;
+    while (u < d.count && d.dtables[u] != t) ++u;
+    if (u == d.count) d.dtables[d.count++] = t;
+    d.heads[u] |= 1ull << h;
+  }
+  if (d.count > 0) {
+    const float *xq = transformed ? st.xq.p : a.q, *xk = transformed ? st.xk.p : a.k;
+    const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
+    LIERE_ATT_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H,
+                     D);
+  }
+  if (!transformed) return;
+  // Through x̃ = P·x: dx += dx̃ P, dP += dx̃ᵀ x (heads without a transform: dx += dx̃).
+  for (int w = 0; w < 2; ++w) {
+    const float* x = w == 0 ? a.q : a.k;
+    float* dx = w == 0 ? dq : dk;
+    const float* dy = w == 0 ? dxq : dxk;
+    for (int h = 0; h < H; ++h) {
+      const float* P = a.transforms[std::size_t(h)];
+      if (P) {
+        if (dx) gemm(false, false, rows, D, D, 1.f, dy + h * D, HD, P, D, 1.f, dx + h * D, a.ld);
+        float* dP = dtransforms.empty() ? nullptr : dtransforms[std::size_t(h)];
+        if (dP) gemm(true, false, D, D, rows, 1.f, dy + h * D, HD, x + h * D, a.ld, 1.f, dP, D);
+      } else if (dx) {
+        LIERE_ATT_LAUNCH(k_add_rows, rows * D, dy + h * D, HD, dx + h * D, a.ld, rows, D);
+      }
+    }
+  }
+}
+
+std::vector<float> attention_probs(const AttentionState& state) {
+  if (!state) return {};
+  const State& st = *static_cast<const State*>(state.get());
+  const std::size_t n = std::size_t(st.s.batch) * st.s.heads * st.s.tokens * st.s.tokens;
+  std::vector<float> host(n);
+  if (n) LIERE_CUDA_CHECK(cudaMemcpy(host.data(), st.p.p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+}  // namespace liere::cuda

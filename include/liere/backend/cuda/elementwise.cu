@@ -1,0 +1,350 @@
+// liere/backend/cuda/elementwise.cu — the CUDA kernels of the engine's elementwise, token, loss, optimizer and
+// layer-norm ops. The per-element and per-row bodies are the shared LIERE_HOST_DEVICE functions of
+// backend/kernels/ (the CPU kernels and the CPU tests run the same ones); reductions use fixed chunks added in a
+// fixed order, so results do not depend on timing.
+#include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/common.cuh>
+#include <liere/backend/kernels/adam.hpp>
+#include <liere/backend/kernels/cross_entropy.hpp>
+#include <liere/backend/kernels/layernorm.hpp>
+#include <liere/backend/kernels/pointwise.hpp>
+
+namespace liere::cuda {
+
+namespace {
+
+__global__ void k_fill(float* p, Index n, float v) {
+  LIERE_CUDA_LOOP(i, n) p[i] = v;
+}
+__global__ void k_accumulate(const float* s, float* d, Index n) {
+  LIERE_CUDA_LOOP(i, n) d[i] += s[i];
+}
+__global__ void k_add(const float* a, const float* b, float* y, Index n) {
+  LIERE_CUDA_LOOP(i, n) y[i] = a[i] + b[i];
+}
+__global__ void k_add_backward(const float* dy, float* da, float* db, Index n, bool fa, bool fb) {
+  LIERE_CUDA_LOOP(i, n) {
+    if (da) da[i] = (fa ? 0.f : da[i]) + dy[i];
+    if (db) db[i] = (fb ? 0.f : db[i]) + dy[i];
+  }
+}
+__global__ void k_add_broadcast(const float* x, const float* p, float* y, Index R, Index M) {
+  LIERE_CUDA_LOOP(i, R * M) y[i] = x[i] + p[i % M];
+}
+__global__ void k_mul(const float* a, const float* b, float* y, Index n) {
+  LIERE_CUDA_LOOP(i, n) y[i] = a[i] * b[i];
+}
+__global__ void k_mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n) {
+  LIERE_CUDA_LOOP(i, n) {
+    if (da) da[i] += dy[i] * b[i];
+    if (db) db[i] += dy[i] * a[i];
+  }
+}
+__global__ void k_scale(const float* x, float s, float* y, Index n) {
+  LIERE_CUDA_LOOP(i, n) y[i] = s * x[i];
+}
+__global__ void k_scale_acc(float s, const float* dy, float* dx, Index n) {
+  LIERE_CUDA_LOOP(i, n) dx[i] += s * dy[i];
+}
+__global__ void k_add_scalar(const float* dy, float* dx, Index n) {
+  const float d = dy[0];
+  LIERE_CUDA_LOOP(i, n) dx[i] += d;
+}
+
+// One block of 256 threads: thread j sums elements j, j + 256, … (in order), then a fixed tree.
+template <class A>
+__device__ A block_sum(A v) {
+  __shared__ A s[kThreads];
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  return s[0];
+}
+
+__global__ void k_sum(const float* x, float* y, Index n) {
+  float a = 0.f;
+  for (Index i = threadIdx.x; i < n; i += kThreads) a += x[i];
+  const float t = block_sum(a);
+  if (threadIdx.x == 0) y[0] = t;
+}
+
+// Partial sums of chunks of squares in double; chunk c covers [c·kSqChunk, (c+1)·kSqChunk).
+constexpr Index kSqChunk = 8192;
+__global__ void k_sum_squares_part(const float* x, Index n, double* part) {
+  const Index c = blockIdx.x, b = c * kSqChunk, e = b + kSqChunk < n ? b + kSqChunk : n;
+  double a = 0.0;
+  for (Index i = b + threadIdx.x; i < e; i += kThreads) a += double(x[i]) * double(x[i]);
+  const double t = block_sum(a);
+  if (threadIdx.x == 0) part[c] = t;
+}
+__global__ void k_sum_in_order(const double* part, Index n, double* out) {
+  double a = 0.0;
+  for (Index i = 0; i < n; ++i) a += part[i];
+  out[0] = a;
+}
+
+// colsum: stage 1, partial sums of chunks of kColChunk rows, one thread per (chunk, column).
+constexpr Index kColChunk = 256;
+__global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float* part) {
+  const Index nch = (N + kColChunk - 1) / kColChunk;
+  LIERE_CUDA_LOOP(idx, nch * C) {
+    const Index ch = idx / C, c = idx % C;
+    const Index r1 = (ch + 1) * kColChunk < N ? (ch + 1) * kColChunk : N;
+    float s = 0.f;
+    for (Index r = ch * kColChunk; r < r1; ++r) s += a[r * lda + c];
+    part[idx] = s;
+  }
+}
+__global__ void k_colsum_finish(const float* part, Index nch, Index C, float* out) {
+  LIERE_CUDA_LOOP(c, C) {
+    double s = 0.0;
+    for (Index ch = 0; ch < nch; ++ch) s += double(part[ch * C + c]);
+    out[c] += float(s);
+  }
+}
+
+__global__ void k_gelu(const float* x, float* y, Index n) {
+  LIERE_CUDA_LOOP(i, n) y[i] = kernels::gelu(x[i]);
+}
+__global__ void k_gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
+  LIERE_CUDA_LOOP(i, n) dx[i] = (overwrite ? 0.f : dx[i]) + dy[i] * kernels::gelu_grad(x[i]);
+}
+__global__ void k_dropout(const float* x, float p, bool all, std::uint64_t key, float scale, float* y,
+                          std::uint8_t* mask, Index n) {
+  LIERE_CUDA_LOOP(i, n) {
+    const std::uint8_t keep = !all && kernels::dropout_keep(key, std::uint64_t(i), p);
+    mask[i] = keep;
+    y[i] = keep ? x[i] * scale : 0.f;
+  }
+}
+__global__ void k_dropout_backward(const std::uint8_t* mask, float scale, const float* dy, float* dx, Index n,
+                                   bool overwrite) {
+  LIERE_CUDA_LOOP(i, n) {
+    if (overwrite) dx[i] = mask[i] ? dy[i] * scale : 0.f;
+    else if (mask[i]) dx[i] += dy[i] * scale;
+  }
+}
+
+__global__ void k_prepend(const float* x, const float* tok, float* y, Index B, Index N, Index D) {
+  LIERE_CUDA_LOOP(i, B * (N + 1) * D) {
+    const Index d = i % D, t = (i / D) % (N + 1), b = i / (D * (N + 1));
+    y[i] = t == 0 ? tok[d] : x[(b * N + t - 1) * D + d];
+  }
+}
+__global__ void k_prepend_backward(const float* dy, float* dx, Index B, Index N, Index D) {
+  LIERE_CUDA_LOOP(i, B * N * D) {
+    const Index d = i % D, n = (i / D) % N, b = i / (D * N);
+    dx[i] += dy[(b * (N + 1) + n + 1) * D + d];
+  }
+}
+__global__ void k_select(const float* x, float* y, Index B, Index T, Index D, Index t) {
+  LIERE_CUDA_LOOP(i, B * D) y[i] = x[((i / D) * T + t) * D + i % D];
+}
+__global__ void k_select_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t) {
+  LIERE_CUDA_LOOP(i, B * D) dx[((i / D) * T + t) * D + i % D] += dy[i];
+}
+__global__ void k_mean_tokens(const float* x, float* y, Index B, Index T, Index D, Index t0) {
+  LIERE_CUDA_LOOP(i, B * D) {
+    const Index b = i / D, d = i % D;
+    float s = 0.f;
+    for (Index t = t0; t < T; ++t) s += x[(b * T + t) * D + d];
+    y[i] = s * (1.f / float(T - t0));
+  }
+}
+__global__ void k_mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0) {
+  const float inv = 1.f / float(T - t0);
+  LIERE_CUDA_LOOP(i, B * T * D) {
+    const Index d = i % D, t = (i / D) % T, b = i / (D * T);
+    if (t >= t0) dx[i] += dy[b * D + d] * inv;
+  }
+}
+
+__global__ void k_ce_rows(const float* z, const int* labels, float eps_k, float one_m_eps, float* probs, float* rows,
+                          Index B, Index K) {
+  LIERE_CUDA_LOOP(b, B)
+  rows[b] = kernels::cross_entropy_row_forward(z + b * K, labels[b], eps_k, one_m_eps, probs + b * K, K);
+}
+__global__ void k_mean_in_order(const float* rows, Index B, float* loss) {
+  float s = 0.f;
+  for (Index b = 0; b < B; ++b) s += rows[b];
+  loss[0] = B > 0 ? s / float(double(B)) : 0.f;
+}
+__global__ void k_ce_backward(const float* probs, const int* labels, float eps_k, float one_m_eps, const float* dloss,
+                              float* dz, Index B, Index K) {
+  const float c = dloss[0] / float(double(B));
+  LIERE_CUDA_LOOP(b, B) kernels::cross_entropy_row_backward(probs + b * K, labels[b], eps_k, one_m_eps, c, dz + b * K, K);
+}
+
+__global__ void k_adam(float* theta, const float* g, float* m, float* v, Index n, kernels::AdamStep<float> a) {
+  LIERE_CUDA_LOOP(i, n) kernels::adam_update(theta[i], g[i], m[i], v[i], a);
+}
+__global__ void k_scale_inplace(float* x, Index n, float c) {
+  LIERE_CUDA_LOOP(i, n) x[i] *= c;
+}
+
+__global__ void k_layernorm(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
+                            Index C, float inv_c, float eps) {
+  LIERE_CUDA_LOOP(n, N) kernels::layernorm_row_forward(x + n * C, g, b, y + n * C, mean + n, rstd + n, C, inv_c, eps);
+}
+__global__ void k_layernorm_dx(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
+                               float* dx, Index N, Index C, float inv_c) {
+  LIERE_CUDA_LOOP(n, N) kernels::layernorm_row_dx(x + n * C, g, mean[n], rstd[n], dy + n * C, dx + n * C, C, inv_c);
+}
+// dγ, dβ: partial sums over chunks of kLnChunk rows (the CPU kernel's chunk), one thread per (chunk, column).
+constexpr Index kLnChunk = 64;
+__global__ void k_layernorm_params_part(const float* x, const float* mean, const float* rstd, const float* dy, Index N,
+                                        Index C, float* part) {
+  const Index nch = (N + kLnChunk - 1) / kLnChunk;
+  LIERE_CUDA_LOOP(idx, nch * C) {
+    const Index ch = idx / C, i = idx % C;
+    const Index n1 = (ch + 1) * kLnChunk < N ? (ch + 1) * kLnChunk : N;
+    float sg = 0.f, sb = 0.f;
+    for (Index n = ch * kLnChunk; n < n1; ++n) {
+      const float d = dy[n * C + i];
+      sg += d * ((x[n * C + i] - mean[n]) * rstd[n]);
+      sb += d;
+    }
+    part[ch * 2 * C + i] = sg;
+    part[ch * 2 * C + C + i] = sb;
+  }
+}
+__global__ void k_layernorm_params_finish(const float* part, Index nch, Index C, float* dg, float* db) {
+  LIERE_CUDA_LOOP(i, C) {
+    double sg = 0.0, sb = 0.0;
+    for (Index ch = 0; ch < nch; ++ch) {
+      sg += double(part[ch * 2 * C + i]);
+      sb += double(part[ch * 2 * C + C + i]);
+    }
+    if (dg) dg[i] += float(sg);
+    if (db) db[i] += float(sb);
+  }
+}
+
+}  // namespace
+
+#define LIERE_LAUNCH(kernel, n, ...)                          \
+  do {                                                        \
+    if ((n) > 0) {                                            \
+      kernel<<<grid_for(n), kThreads>>>(__VA_ARGS__);         \
+      LIERE_CUDA_LAUNCHED(#kernel);                           \
+    }                                                         \
+  } while (0)
+
+void fill(float* p, Index n, float v) { LIERE_LAUNCH(k_fill, n, p, n, v); }
+void accumulate(const float* s, float* d, Index n) { LIERE_LAUNCH(k_accumulate, n, s, d, n); }
+void add_forward(const float* a, const float* b, float* y, Index n) { LIERE_LAUNCH(k_add, n, a, b, y, n); }
+void add_backward(const float* dy, float* da, float* db, Index n, bool fa, bool fb) {
+  if (da || db) LIERE_LAUNCH(k_add_backward, n, dy, da, db, n, fa, fb);
+}
+void add_broadcast_forward(const float* x, const float* p, float* y, Index R, Index M) {
+  LIERE_LAUNCH(k_add_broadcast, R * M, x, p, y, R, M);
+}
+void add_broadcast_backward(const float* dy, float* dx, float* dp, Index R, Index M) {
+  if (dx) accumulate(dy, dx, R * M);
+  if (dp) colsum_accumulate(dy, R, M, M, dp);
+}
+void mul_forward(const float* a, const float* b, float* y, Index n) { LIERE_LAUNCH(k_mul, n, a, b, y, n); }
+void mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n) {
+  if (da || db) LIERE_LAUNCH(k_mul_backward, n, a, b, dy, da, db, n);
+}
+void scale_forward(const float* x, float s, float* y, Index n) { LIERE_LAUNCH(k_scale, n, x, s, y, n); }
+void scale_backward(float s, const float* dy, float* dx, Index n) {
+  if (dx) LIERE_LAUNCH(k_scale_acc, n, s, dy, dx, n);
+}
+void sum_forward(const float* x, float* y, Index n) {
+  k_sum<<<1, kThreads>>>(x, y, n);
+  LIERE_CUDA_LAUNCHED("k_sum");
+}
+void sum_backward(const float* dy, float* dx, Index n) { LIERE_LAUNCH(k_add_scalar, n, dy, dx, n); }
+
+void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) {
+  if (N <= 0 || C <= 0) return;
+  const Index nch = (N + kColChunk - 1) / kColChunk;
+  float* part = static_cast<float*>(scratch(0, std::size_t(nch * C) * sizeof(float)));
+  LIERE_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part);
+  LIERE_LAUNCH(k_colsum_finish, C, part, nch, C, out);
+}
+
+void gelu_forward(const float* x, float* y, Index n) { LIERE_LAUNCH(k_gelu, n, x, y, n); }
+void gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
+  LIERE_LAUNCH(k_gelu_backward, n, x, dy, dx, n, overwrite);
+}
+void dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n) {
+  LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p);
+  const float scale = p < 1 ? float(1.0 / (1.0 - p)) : 0.f;
+  LIERE_LAUNCH(k_dropout, n, x, float(p), !(p < 1), key, scale, y, mask, n);
+}
+void dropout_backward(const std::uint8_t* mask, double p, const float* dy, float* dx, Index n, bool overwrite) {
+  const float scale = p < 1 ? float(1.0 / (1.0 - p)) : 0.f;
+  LIERE_LAUNCH(k_dropout_backward, n, mask, scale, dy, dx, n, overwrite);
+}
+
+void prepend_token_forward(const float* x, const float* tok, float* y, Index B, Index N, Index D) {
+  LIERE_LAUNCH(k_prepend, B * (N + 1) * D, x, tok, y, B, N, D);
+}
+void prepend_token_backward(const float* dy, float* dx, float* dtok, Index B, Index N, Index D) {
+  if (dx) LIERE_LAUNCH(k_prepend_backward, B * N * D, dy, dx, B, N, D);
+  if (dtok) colsum_accumulate(dy, B, D, (N + 1) * D, dtok);
+}
+void select_token_forward(const float* x, float* y, Index B, Index T, Index D, Index t) {
+  LIERE_LAUNCH(k_select, B * D, x, y, B, T, D, t);
+}
+void select_token_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t) {
+  LIERE_LAUNCH(k_select_backward, B * D, dy, dx, B, T, D, t);
+}
+void mean_tokens_forward(const float* x, float* y, Index B, Index T, Index D, Index t0) {
+  LIERE_LAUNCH(k_mean_tokens, B * D, x, y, B, T, D, t0);
+}
+void mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0) {
+  LIERE_LAUNCH(k_mean_tokens_backward, B * T * D, dy, dx, B, T, D, t0);
+}
+
+void softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
+                                   float* row_loss, float* loss, Index B, Index K) {
+  float* rows = row_loss ? row_loss : static_cast<float*>(scratch(0, std::size_t(B > 0 ? B : 1) * sizeof(float)));
+  const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
+  LIERE_LAUNCH(k_ce_rows, B, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
+  k_mean_in_order<<<1, 1>>>(rows, B, loss);
+  LIERE_CUDA_LAUNCHED("k_mean_in_order");
+}
+void softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
+                                    float* dlogits, Index B, Index K) {
+  const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
+  LIERE_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
+}
+
+void adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step) {
+  LIERE_LAUNCH(k_adam, n, theta, g, m, v, n, step);
+}
+double sum_squares(const float* x, Index n) {
+  if (n <= 0) return 0.0;
+  const Index nc = (n + kSqChunk - 1) / kSqChunk;
+  double* part = static_cast<double*>(scratch(1, std::size_t(nc + 1) * sizeof(double)));
+  k_sum_squares_part<<<unsigned(nc), kThreads>>>(x, n, part);
+  LIERE_CUDA_LAUNCHED("k_sum_squares_part");
+  k_sum_in_order<<<1, 1>>>(part, nc, part + nc);
+  LIERE_CUDA_LAUNCHED("k_sum_in_order");
+  double total = 0.0;
+  LIERE_CUDA_CHECK(cudaMemcpy(&total, part + nc, sizeof(double), cudaMemcpyDeviceToHost));
+  return total;
+}
+void scale(float* x, Index n, float c) { LIERE_LAUNCH(k_scale_inplace, n, x, n, c); }
+
+void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
+                       Index C, double eps) {
+  LIERE_LAUNCH(k_layernorm, N, x, g, b, y, mean, rstd, N, C, 1.f / float(double(C)), float(eps));
+}
+void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
+                        float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
+  if (dx) LIERE_LAUNCH(k_layernorm_dx, N, x, g, mean, rstd, dy, dx, N, C, 1.f / float(double(C)));
+  if (dg || db) {
+    const Index nch = (N + kLnChunk - 1) / kLnChunk;
+    LIERE_LAUNCH(k_layernorm_params_part, nch * C, x, mean, rstd, dy, N, C, scratch_buf);
+    LIERE_LAUNCH(k_layernorm_params_finish, C, scratch_buf, nch, C, dg, db);
+  }
+}
+
+}  // namespace liere::cuda

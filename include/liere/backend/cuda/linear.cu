@@ -1,0 +1,84 @@
+// liere/backend/cuda/linear.cu — every GEMM of the CUDA backend on cuBLAS: the row-major gemm of api.hpp,
+// linear layers and the patch (tubelet) embedding (im2col through kernels::patch_source, the body the CPU tests
+// check, then one GEMM).
+//
+// cuBLAS is column-major: a row-major (r, c) matrix with leading dimension ld is, read column-major, its
+// transpose. So row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same call with A and B
+// swapped, M and N swapped, and the transpose flags unchanged.
+#include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/common.cuh>
+#include <liere/backend/kernels/patch.hpp>
+
+namespace liere::cuda {
+
+void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
+          Index ldb, float beta, float* C, Index ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // C = beta·C
+    LIERE_ENSURE(beta == 0.f || beta == 1.f, "cuda::gemm: K = 0 with beta " << beta);
+    if (beta == 0.f)
+      for (Index r = 0; r < M; ++r) fill(C + r * ldc, N, 0.f);
+    return;
+  }
+  LIERE_CUBLAS_CHECK(cublasSgemm(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M),
+                                 int(K), &alpha, B, int(ldb), A, int(lda), &beta, C, int(ldc)));
+}
+
+namespace {
+__global__ void k_bias_rows(const float* b, float* y, Index N, Index OC) {
+  LIERE_CUDA_LOOP(i, N * OC) y[i] = b[i % OC];
+}
+__global__ void k_im2col(const float* x, float* cols, PatchGeometry g) {
+  const Index K = g.patch_size(), n = g.B * g.tokens() * K;
+  LIERE_CUDA_LOOP(i, n) cols[i] = x[kernels::patch_source(g, i / K, i % K)];
+}
+// Patches do not overlap: every pixel receives from at most one element of dcols, no collisions.
+__global__ void k_col2im_accumulate(const float* dcols, float* dx, PatchGeometry g) {
+  const Index K = g.patch_size(), n = g.B * g.tokens() * K;
+  LIERE_CUDA_LOOP(i, n) dx[kernels::patch_source(g, i / K, i % K)] += dcols[i];
+}
+}  // namespace
+
+void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
+  if (b && N * OC > 0) {
+    k_bias_rows<<<grid_for(N * OC), kThreads>>>(b, y, N, OC);
+    LIERE_CUDA_LAUNCHED("k_bias_rows");
+  }
+  gemm(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
+}
+
+void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N, Index C,
+                     Index OC, bool overwrite_dx) {
+  if (dx) gemm(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
+  if (dw) gemm(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
+  if (db) colsum_accumulate(dy, N, OC, OC, db);
+}
+
+void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch_buf, float* y,
+                         const PatchGeometry& g, Index D) {
+  const Index M = g.B * g.tokens(), K = g.patch_size();
+  if (M * K > 0) {
+    k_im2col<<<grid_for(M * K), kThreads>>>(x, scratch_buf, g);
+    LIERE_CUDA_LAUNCHED("k_im2col");
+  }
+  linear_forward(scratch_buf, w, bias, y, M, K, D);
+}
+
+void patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch_buf, float* dx, float* dw,
+                          float* dbias, const PatchGeometry& g, Index D) {
+  const Index M = g.B * g.tokens(), K = g.patch_size();
+  if (M * K <= 0) return;
+  if (dw) {
+    k_im2col<<<grid_for(M * K), kThreads>>>(x, scratch_buf, g);
+    LIERE_CUDA_LAUNCHED("k_im2col");
+    gemm(true, false, D, K, M, 1.f, dy, D, scratch_buf, K, 1.f, dw, K);
+  }
+  if (dbias) colsum_accumulate(dy, M, D, D, dbias);
+  if (dx) {
+    gemm(false, false, M, K, D, 1.f, dy, D, w, K, 0.f, scratch_buf, K);
+    k_col2im_accumulate<<<grid_for(M * K), kThreads>>>(scratch_buf, dx, g);
+    LIERE_CUDA_LAUNCHED("k_col2im_accumulate");
+  }
+}
+
+}  // namespace liere::cuda

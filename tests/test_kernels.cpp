@@ -1,0 +1,153 @@
+// tests/test_kernels.cpp — the shared per-element and per-row bodies of backend/kernels/ (LIERE_HOST_DEVICE: the
+// CUDA kernels run them) against the CPU kernels, on every machine: what the GPU computes is checked on the CPU
+// even where there is no GPU.
+#include <catch2/catch.hpp>
+
+#include <liere/backend/cpu/kernels.hpp>
+#include <liere/backend/kernels/adam.hpp>
+#include <liere/backend/kernels/cross_entropy.hpp>
+#include <liere/backend/kernels/patch.hpp>
+#include <liere/backend/kernels/pointwise.hpp>
+#include <liere/backend/kernels/rotate.hpp>
+#include <liere/backend/kernels/softmax.hpp>
+#include <liere/pe/rotation_table.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace liere;
+
+namespace {
+std::vector<float> randn(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  float e = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  return e;
+}
+}  // namespace
+
+TEST_CASE("kernels: rotate_entry / rotate_backward_entry (one thread per element on the GPU) match cpu::rotate", "[kernels]") {
+  const int block = GENERATE(2, 3, 4, 8, 16, 32, 64);
+  const int D = block == 3 ? 12 : 64, B = 3, T = 5, H = 2, nb = D / block;
+  INFO("block " << block);
+  const std::vector<float> r = randn(std::size_t(T) * nb * block * block, 1);
+  const RotationTableView<const float> table{r.data(), T, D, block};
+  const std::vector<float> x = randn(std::size_t(B) * T * H * D, 2), dy = randn(x.size(), 3);
+  std::vector<float> y_cpu(x.size()), dx_cpu(x.size(), 0.f), dr_cpu(r.size(), 0.f);
+  cpu::rotate(table, x.data(), HeadsLayout::contiguous(T, H, D), y_cpu.data(), HeadsLayout::contiguous(T, H, D), B, T, H);
+  const HeadsLayout l = HeadsLayout::contiguous(T, H, D);
+  cpu::rotate_backward(table, x.data(), l, dy.data(), l, dx_cpu.data(), l, RotationTableView<float>{dr_cpu.data(), T, D, block},
+                       B, T, H);
+  // The GPU's decomposition: output element (b, t, h, i) from the block of token t that covers i.
+  std::vector<float> y(x.size()), dx(x.size()), dr(r.size(), 0.f);
+  for (std::size_t idx = 0; idx < x.size(); ++idx) {
+    const int i = int(idx % D), t = int(idx / (std::size_t(D) * H) % T);
+    const float* blk = table.block_data(t, i / block);
+    const std::size_t base = idx - i % block;
+    y[idx] = kernels::rotate_entry(blk, block, x.data() + base, i % block);
+    dx[idx] = kernels::rotate_backward_entry(blk, block, dy.data() + base, i % block);
+  }
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        const std::size_t o = ((std::size_t(b) * T + t) * H + h) * D;
+        kernels::rotate_row_grad(dy.data() + o, x.data() + o, nb, block, dr.data() + std::size_t(t) * nb * block * block);
+      }
+  const float tol = 1e-5f * float(block);
+  CHECK(max_abs_diff(y, y_cpu) <= tol);
+  CHECK(max_abs_diff(dx, dx_cpu) <= tol);
+  CHECK(max_abs_diff(dr, dr_cpu) <= tol * B * H);
+}
+
+TEST_CASE("kernels: softmax_row / softmax_row_backward match the CPU's vectorised rows", "[kernels]") {
+  const int T = GENERATE(1, 7, 65, 197);
+  INFO("T " << T);
+  std::vector<float> s = randn(std::size_t(T) * T, 4), dp = randn(s.size(), 5);
+  for (auto& v : s) v *= 4.f;
+  std::vector<float> p_cpu = s, p = s;
+  cpu::softmax_rows_forward(p_cpu.data(), T, nullptr);
+  for (int i = 0; i < T; ++i) kernels::softmax_row(p.data() + std::size_t(i) * T, T, static_cast<const std::uint8_t*>(nullptr));
+  CHECK(max_abs_diff(p, p_cpu) <= 1e-6f);
+  std::vector<float> d_cpu = dp, d = dp;
+  cpu::softmax_rows_backward(p_cpu.data(), d_cpu.data(), T, 0.125f);
+  for (int i = 0; i < T; ++i) kernels::softmax_row_backward(p_cpu.data() + std::size_t(i) * T, d.data() + std::size_t(i) * T, T, 0.125f);
+  CHECK(max_abs_diff(d, d_cpu) <= 1e-6f);
+  // A masked key gets probability 0; every key masked gives a zero row.
+  std::vector<std::uint8_t> mask(std::size_t(T), 1);
+  mask[0] = 0;
+  std::vector<float> row(s.begin(), s.begin() + T);
+  kernels::softmax_row(row.data(), T, mask.data());
+  CHECK(row[0] == 0.f);
+  std::fill(mask.begin(), mask.end(), 0);
+  kernels::softmax_row(row.data(), T, mask.data());
+  CHECK(*std::max_element(row.begin(), row.end()) == 0.f);
+}
+
+TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[kernels]") {
+  std::vector<float> x = randn(5000, 6), dy = randn(5000, 7);
+  for (auto& v : x) v *= 3.f;
+  std::vector<float> y_cpu(x.size()), dx_cpu(x.size(), 0.f);
+  cpu::gelu_forward(x.data(), y_cpu.data(), Index(x.size()));
+  cpu::gelu_backward(x.data(), dy.data(), dx_cpu.data(), Index(x.size()), true);
+  std::vector<float> y(x.size()), dx(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = kernels::gelu(x[i]), dx[i] = dy[i] * kernels::gelu_grad(x[i]);
+  CHECK(max_abs_diff(y, y_cpu) <= 2e-6f);
+  CHECK(max_abs_diff(dx, dx_cpu) <= 2e-6f);
+}
+
+TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
+  PatchGeometry g;
+  g.B = 2, g.C = 3;
+  const bool video = GENERATE(false, true);
+  g.T = video ? 4 : 1, g.tt = video ? 2 : 1;
+  g.H = 8, g.W = 12, g.p = 4;
+  const std::vector<float> x = randn(std::size_t(g.input_size()), 8);
+  const Index rows = g.B * g.tokens(), K = g.patch_size();
+  std::vector<float> cols(std::size_t(rows * K));
+  cpu::patch_im2col(x.data(), cols.data(), g);
+  std::vector<float> gathered(cols.size());
+  for (Index i = 0; i < rows * K; ++i) gathered[std::size_t(i)] = x[std::size_t(kernels::patch_source(g, i / K, i % K))];
+  CHECK(gathered == cols);
+}
+
+TEST_CASE("kernels: dropout_keep is the CPU dropout's mask", "[kernels]") {
+  const std::vector<float> x = randn(4000, 9);
+  std::vector<float> y(x.size());
+  std::vector<std::uint8_t> mask(x.size());
+  cpu::dropout_forward(x.data(), 0.3, 1234u, y.data(), mask.data(), Index(x.size()));
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) same += mask[i] == std::uint8_t(kernels::dropout_keep(1234u, i, 0.3f));
+  CHECK(same == x.size());
+}
+
+TEST_CASE("kernels: cross_entropy rows and adam_update against plain formulas", "[kernels]") {
+  const int K = 10;
+  const std::vector<float> z = randn(K, 10);
+  std::vector<float> p(K), d(K, 0.f);
+  const float eps = 0.1f;
+  const float l = kernels::cross_entropy_row_forward(z.data(), 3, eps / K, 1 - eps, p.data(), K);
+  double s = 0;
+  for (float v : z) s += std::exp(double(v));
+  double ref = 0;
+  for (int k = 0; k < K; ++k) ref -= ((k == 3 ? 1 - eps : 0) + eps / K) * (double(z[k]) - std::log(s));
+  CHECK(std::abs(l - ref) <= 1e-5);
+  kernels::cross_entropy_row_backward(p.data(), 3, eps / K, 1 - eps, 0.5f, d.data(), K);
+  for (int k = 0; k < K; ++k) CHECK(std::abs(d[k] - 0.5 * (std::exp(double(z[k])) / s - ((k == 3 ? 1 - eps : 0) + eps / K))) <= 1e-6);
+
+  kernels::AdamStep<float> a{};
+  a.beta1 = 0.9f, a.beta2 = 0.999f, a.one_minus_beta1 = 0.1f, a.one_minus_beta2 = 0.001f, a.eps = 1e-8f;
+  a.inv_bc2_sqrt = float(1 / std::sqrt(1 - 0.999)), a.step_size = float(1e-2 / (1 - 0.9));
+  a.decay = 1 - 1e-2f * 0.05f, a.decoupled = true, a.has_weight_decay = true;
+  float theta = 0.7f, m = 0, v = 0;
+  kernels::adam_update(theta, 0.3f, m, v, a);
+  const double th = 0.7 * (1 - 1e-2 * 0.05), mm = 0.1 * 0.3, vv = 0.001 * 0.09;
+  CHECK(std::abs(theta - (th - 1e-2 / 0.1 * mm / (std::sqrt(vv) / std::sqrt(0.001) + 1e-8))) <= 1e-6);
+}
