@@ -40,15 +40,21 @@ namespace {
 
 // C channels (3), T frames, S the side of the square frames, B batch.
 
-// The per-channel mean and standard deviation of ImageNet (VideoMAE's normalisation for UCF101).
+// How clip bytes become model inputs (--normalise). imagenet: per channel (v/255 − mean) / std with ImageNet's
+// mean and standard deviation (VideoMAE's normalisation for UCF101). unit: v/255, so black is 0, as train_arrows
+// feeds ink. The synthetic clips are 97% black background: ImageNet's statistics turn it into −2.1, −2.0, −1.8
+// per channel, every tubelet's embedding is then dominated by the same background vector and the squares are a
+// small change on top of it (a dim-64 ViT did not even memorise 64 clips in 240 steps that way; docs/video.md).
+enum class Normalise { imagenet, unit };
 constexpr std::array<float, 3> kMean = data::kImageNetMean, kStd = data::kImageNetStd;
 
-// count clips (count, C, T, S, S) of bytes → normalised floats.
-void normalise(const std::uint8_t* px, int count, std::size_t plane, float* x) {  // plane: T·S·S
+// count clips (count, C, T, S, S) of bytes → floats.
+void normalise(const std::uint8_t* px, int count, std::size_t plane, float* x, Normalise mode) {  // plane: T·S·S
   for (int b = 0; b < count; ++b)
     for (int c = 0; c < 3; ++c) {
       const std::size_t o = (std::size_t(b) * 3 + std::size_t(c)) * plane;
-      const float inv = 1.0f / (255.0f * kStd[c]), m = kMean[c] / kStd[c];
+      const bool in = mode == Normalise::imagenet;
+      const float inv = in ? 1.0f / (255.0f * kStd[c]) : 1.0f / 255.0f, m = in ? kMean[c] / kStd[c] : 0.0f;
       for (std::size_t i = 0; i < plane; ++i) x[o + i] = float(px[o + i]) * inv - m;
     }
 }
@@ -63,6 +69,10 @@ struct VideoOptions {
   int frames = 0, stride = 0, size = 0;  // 0: the data's default
   bool skip_bad_clips = false;
   int bench_data = 0;
+  std::string normalise = "auto";  // imagenet, unit, or auto: imagenet with --root, unit without
+  Normalise norm() const {
+    return normalise == "imagenet" || (normalise == "auto" && !root.empty()) ? Normalise::imagenet : Normalise::unit;
+  }
   // the synthetic passing task (without --root)
   int syn_train = 768, syn_test = 512, syn_classes = 4, syn_distractors = 2;
   double syn_noise = 0;
@@ -163,6 +173,7 @@ struct VideoSets {
   std::vector<int> test_index;   // the test clips evaluated (all of them, or the good ones with --skip-bad-clips)
   std::vector<int> test_labels;  // their labels
   std::string name;              // "ucf101" or "passing"
+  Normalise norm = Normalise::imagenet;
 };
 
 // With --skip-bad-clips, every test clip is loaded once (filling the cache) and those that fail are reported and
@@ -219,7 +230,7 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < B; ++i) idx[std::size_t(i)] = perm[std::size_t(step) * B + i];
     tr.load_batch(idx.data(), B, px.data(), y);
-    normalise(px.data(), B, plane, x);
+    normalise(px.data(), B, plane, x, d.norm);
     load_s += seconds_since(t0);
     loaded += B;
   };
@@ -236,7 +247,7 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
       LIERE_ENSURE(got[std::size_t(i)] == d.test_labels[std::size_t(first + i)],
                    "test clip '" << d.test->clip_path(d.test_index[std::size_t(first + i)])
                                  << "' failed to load during the run (it loaded before)");
-    normalise(px.data(), count, plane, x);
+    normalise(px.data(), count, plane, x, d.norm);
   };
 
   VideoRun run;
@@ -279,7 +290,7 @@ void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::str
     const std::clock_t c0 = std::clock();
     for (int i = 0; i < n; ++i) {
       set.load(i, px.data());
-      normalise(px.data(), 1, bytes / 3, x.data());
+      normalise(px.data(), 1, bytes / 3, x.data(), vo.norm());
     }
     const double s = seconds_since(t0), cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
     std::cout << what << ": " << n << " clips in " << std::fixed << std::setprecision(3) << s << " s wall, " << cpu
@@ -341,6 +352,9 @@ int main(int argc, char** argv) {
     f.add("cache", &vo.cache,
           "folder of decoded clips (none: decode every time; auto: <data dir>/clip_cache for the synthetic task, "
           "else $XDG_CACHE_HOME/liere/clips or ~/.cache/liere/clips)", "DIR");
+    f.add("normalise", &vo.normalise,
+          "input pixels: imagenet ((v/255 - mean)/std per channel, ImageNet's) or unit (v/255, black = 0); auto: "
+          "imagenet with --root, unit without");
     f.add_switch("skip-bad-clips", &vo.skip_bad_clips,
                  "report and skip clips that are missing or fail to decode (default: an error naming the file)");
     f.section("Synthetic task (without --root)");
@@ -394,6 +408,8 @@ int main(int argc, char** argv) {
     LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
     cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
     opt.validate();
+    LIERE_ENSURE(vo.normalise == "auto" || vo.normalise == "imagenet" || vo.normalise == "unit",
+                 "--normalise " << vo.normalise << ": allowed: auto, imagenet, unit");
     LIERE_ENSURE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
     LIERE_ENSURE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
     LIERE_ENSURE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
@@ -425,7 +441,7 @@ int main(int argc, char** argv) {
         std::vector<std::uint8_t> px(tr.clip_bytes());
         const int label = tr.load(0, px.data());
         const double ms = 1000 * seconds_since(t0);
-        normalise(px.data(), 1, px.size() / 3, x.data());
+        normalise(px.data(), 1, px.size() / 3, x.data(), vo.norm());
         Tape tape;
         auto _ = tape.no_grad();
         tape.set_training(false);
@@ -450,6 +466,7 @@ int main(int argc, char** argv) {
 
     VideoSets d;
     d.name = syn ? "passing" : "ucf101";
+    d.norm = vo.norm();
     const std::string root = syn ? prepare_synthetic(vo, T, stride, S) : vo.root;
     if (vo.bench_data > 0) {
       bench_data(vo, T, stride, S, root);
@@ -479,6 +496,7 @@ int main(int argc, char** argv) {
       s.emplace_back("frames", T);
       s.emplace_back("stride", stride);
       s.emplace_back("size", S);
+      s.emplace_back("normalise", vo.norm() == Normalise::imagenet ? "imagenet" : "unit");
       s.emplace_back("train_n", d.train->size());
       s.emplace_back("skipped_clips", int(d.train->skipped().size() + d.test->skipped().size()));
     };
