@@ -294,8 +294,13 @@ def stack_preds(paths, out):
 class Experiment:
     """cells: list of (cell, series, group); comparisons are built by `compare(self, ctx)` after the run."""
 
+    X_LABEL = {"fig6": "LieRE block size", "table4": "sharing of the encoding's parameters", "table7": "encoding",
+               "table5": "task and encoding", "fig4": "fraction of the training set (same number of steps)",
+               "fig7": "test image size, px (trained at 28)", "table6": "model"}
+
     def __init__(self, name, title, setup):
         self.name, self.title, self.setup = name, title, setup
+        self.x_label = self.X_LABEL[name]
         self.entries = []       # dicts: cell, series, group, metric (summary key), eval_name
         self.pairs = []         # dicts: a, b (entries' keys), what
         self.notes = []
@@ -506,6 +511,8 @@ def run_all(runner, exps, jobs):
     # Seed 0 of every experiment first, then the further seeds, then Table 6 (the brief's priorities).
     rank = {x.name: k for k, x in enumerate(exps)}
     order.sort(key=lambda nc: (nc[1].seed > 0 or nc[0] == "table6", rank[nc[0]]))
+    if runner.opts.reverse:
+        order.reverse()
     first = [(n, c) for n, c in order if c.parent is None]
     second = [(n, c) for n, c in order if c.parent is not None]
     total = len(order)
@@ -563,8 +570,8 @@ def report(runner, x):
         if en["series"] not in series:
             series.append(en["series"])
 
-    def pred_of(en):
-        return en["cell"].pred(out, en["eval"])
+    def pred_of(en):  # only of finished cells (a cell that runs again may hold an older file)
+        return en["cell"].pred(out, en["eval"]) if en["cell"].id in cells_done else os.path.join(out, "none")
 
     comparisons = []
     for pr in x.pairs:
@@ -644,7 +651,7 @@ def plot(runner, x, rows, series):
         if not pts:
             continue
         f = os.path.join(d, "%s_%d.jsonl" % (x.name, k))
-        write_atomic(f, "".join(json.dumps({"group": r["group"], "acc": 100 * r["acc"],
+        write_atomic(f, "".join(json.dumps({x.x_label: r["group"], "accuracy %": 100 * r["acc"],
                                             "lo": 100 * (r["lo"] if r["lo"] is not None else r["acc"]),
                                             "hi": 100 * (r["hi"] if r["hi"] is not None else r["acc"])}) + "\n"
                                 for r in pts))
@@ -656,8 +663,8 @@ def plot(runner, x, rows, series):
     lo = [r["lo"] for r in rows if r["lo"] is not None] + accs
     y_min = max(0.0, 10 * int(100 * min(lo) / 10) - 10)
     png = os.path.join(runner.out, x.name + ".png")
-    cmd = [runner.exe("plot_metrics"), "--bars", "--out", png, "--x", "group", "--y", "acc", "--lo", "lo", "--hi", "hi",
-           "--title", x.title + " — accuracy %, 95% CI", "--y-min", "%g" % y_min, "--y-max", "100",
+    cmd = [runner.exe("plot_metrics"), "--bars", "--out", png, "--x", x.x_label, "--y", "accuracy %", "--lo", "lo",
+           "--hi", "hi", "--title", x.title + " — 95% CIs", "--y-min", "%g" % y_min, "--y-max", "100",
            "--width", str(max(900, 110 * len(set(r["group"] for r in rows))))]
     for l in labels:
         cmd += ["--label", l]
@@ -679,6 +686,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny model, a few cells per experiment (seconds; for tests)")
     ap.add_argument("--ignore-budget", action="store_true", help="run every cell whatever its experiment has spent")
     ap.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples of the paired tests")
+    ap.add_argument("--reverse", action="store_true",
+                    help="run the cells in reverse order (a second driver on the same --out meets the first in the "
+                         "middle instead of repeating its cell)")
     ap.add_argument("--list", action="store_true", help="list the cells and their state, run nothing")
     ap.add_argument("--report-only", action="store_true", help="write the tables and charts from finished cells")
     opts = ap.parse_args()
