@@ -7,14 +7,21 @@
 //   plot_metrics --out curves.png --x epoch --y test_acc --y train_loss runs/rope.jsonl runs/liere.jsonl
 // A row without the x or y key is skipped (so metrics logged every few epochs still form a line); a null
 // value breaks the line.
+//
+// With --bars the same files make a bar chart instead (one --y key): the distinct values of --x (numbers or
+// strings, in order of first appearance) are the groups, every file one bar in each group, with error bars
+// from --lo/--hi keys (e.g. a 95% CI); examples/ablate.py draws its tables this way:
+//   plot_metrics --bars --out sharing.png --x sharing --y acc --lo acc_lo --hi acc_hi liere8.jsonl rope.jsonl
 #include <data_tools/jsonl.hpp>
 #include <data_tools/plot.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +36,9 @@ struct Config {
   std::vector<std::string> files;
   bool log_y = false;
   bool markers = false;
+  bool bars = false;       // a bar chart: groups from --x, one bar per file
+  std::string lo, hi;      // --bars: keys of the error-bar ends (both or neither)
+  std::optional<double> y_min, y_max;
   int width = 900;
   int height = 0;  // 0: from the number of panels
 };
@@ -47,6 +57,10 @@ const char* kUsage =
     "                  (default: the file name without its extension)\n"
     "  --log-y         logarithmic y axes (for losses)\n"
     "  --markers       a dot at every point\n"
+    "  --bars          a bar chart instead: the distinct --x values (numbers or strings) are the groups,\n"
+    "                  every file one bar in each group; exactly one --y\n"
+    "  --lo KEY --hi KEY  with --bars: error bars from these keys (e.g. the ends of a 95% CI)\n"
+    "  --y-min V --y-max V  fixed y range (default: from the data; bars start at 0)\n"
     "  --width PX      image width (default: 900)\n"
     "  --height PX     image height (default: 300 per panel, plus room for the title)\n"
     "  --help          this text\n";
@@ -64,6 +78,16 @@ int parse_int(const std::string& flag, const std::string& v) {
   } catch (const std::exception&) {
   }
   usage_error(flag + " expects an integer, got '" + v + "'");
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  usage_error(flag + " expects a number, got '" + v + "'");
 }
 
 Config parse_args(int argc, char** argv) {
@@ -86,6 +110,10 @@ Config parse_args(int argc, char** argv) {
       cfg.markers = true;
       continue;
     }
+    if (arg == "--bars") {
+      cfg.bars = true;
+      continue;
+    }
     // Flags with a value: "--flag value" or "--flag=value".
     std::string value;
     if (const auto eq = arg.find('='); eq != std::string::npos) {
@@ -93,7 +121,8 @@ Config parse_args(int argc, char** argv) {
       arg = arg.substr(0, eq);
     } else {
       const bool known = arg == "--out" || arg == "--x" || arg == "--y" || arg == "--title" || arg == "--label" ||
-                         arg == "--width" || arg == "--height";
+                         arg == "--width" || arg == "--height" || arg == "--lo" || arg == "--hi" || arg == "--y-min" ||
+                         arg == "--y-max";
       if (!known) usage_error("unknown flag '" + arg + "'");
       if (i + 1 >= argc) usage_error(arg + " needs a value");
       value = argv[++i];
@@ -112,12 +141,23 @@ Config parse_args(int argc, char** argv) {
       cfg.width = parse_int(arg, value);
     else if (arg == "--height")
       cfg.height = parse_int(arg, value);
+    else if (arg == "--lo")
+      cfg.lo = value;
+    else if (arg == "--hi")
+      cfg.hi = value;
+    else if (arg == "--y-min")
+      cfg.y_min = parse_double(arg, value);
+    else if (arg == "--y-max")
+      cfg.y_max = parse_double(arg, value);
     else
       usage_error("unknown flag '" + arg + "'");
   }
   if (cfg.out.empty()) usage_error("--out is required");
   if (cfg.y.empty()) usage_error("give at least one --y key");
   if (cfg.files.empty()) usage_error("give at least one metrics file");
+  if (cfg.bars && cfg.y.size() != 1) usage_error("--bars takes exactly one --y key");
+  if (cfg.lo.empty() != cfg.hi.empty()) usage_error("give both --lo and --hi, or neither");
+  if (!cfg.bars && !cfg.lo.empty()) usage_error("--lo and --hi are for --bars");
   if (!cfg.labels.empty() && cfg.labels.size() != cfg.files.size())
     usage_error("--label given " + std::to_string(cfg.labels.size()) + " times for " +
                 std::to_string(cfg.files.size()) + " files (give none or one per file)");
@@ -133,12 +173,87 @@ double number_at(const liere::data::JsonObject& row, const std::string& key, con
                      ", expected a number");
 }
 
+// A group name for --bars: a string as it is, a number in its shortest form ("8", "0.25").
+std::string group_name(const liere::data::JsonObject& row, const std::string& key, const std::string& file, int line) {
+  const auto& v = row.at(key);
+  if (v.is_string()) return v.as_string();
+  if (v.is_number()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v.as_number());
+    return buf;
+  }
+  throw liere::Error(file + ":" + std::to_string(line) + ": '" + key + "' is a " + v.type_name() +
+                     ", expected a number or a string");
+}
+
+std::string series_label(const Config& cfg, std::size_t f) {
+  return cfg.labels.empty() ? std::filesystem::path(cfg.files[f]).stem().string() : cfg.labels[f];
+}
+
+// --bars: groups from --x, one bar per file.
+void bar_chart(const Config& cfg) {
+  namespace plot = liere::plot;
+  plot::BarChart bc;
+  bc.title = cfg.title;
+  bc.x_label = cfg.x;
+  bc.y_label = cfg.y[0];
+  bc.width = cfg.width;
+  if (cfg.height > 0) bc.height = cfg.height;
+  bc.y_min = cfg.y_min;
+  bc.y_max = cfg.y_max;
+  struct Bar {
+    std::size_t group, file;
+    double v, lo, hi;
+  };
+  std::vector<Bar> found;
+  for (std::size_t f = 0; f < cfg.files.size(); ++f) {
+    const std::string& file = cfg.files[f];
+    std::vector<int> lines;
+    const auto rows = liere::data::read_jsonl(file, &lines);
+    bc.bars.push_back(series_label(cfg, f));
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (!rows[r].contains(cfg.x) || !rows[r].contains(cfg.y[0])) continue;
+      const std::string g = group_name(rows[r], cfg.x, file, lines[r]);
+      const auto it = std::find(bc.groups.begin(), bc.groups.end(), g);
+      const std::size_t gi = std::size_t(it - bc.groups.begin());
+      if (it == bc.groups.end()) bc.groups.push_back(g);
+      for (const Bar& b : found)
+        if (b.group == gi && b.file == f)
+          throw liere::Error(file + ":" + std::to_string(lines[r]) + ": a second row for " + cfg.x + " = " + g);
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      Bar b{gi, f, number_at(rows[r], cfg.y[0], file, lines[r]), nan, nan};
+      if (!cfg.lo.empty()) {
+        for (const std::string* k : {&cfg.lo, &cfg.hi})
+          if (!rows[r].contains(*k))
+            throw liere::Error(file + ":" + std::to_string(lines[r]) + ": no '" + *k + "' (--lo/--hi)");
+        b.lo = number_at(rows[r], cfg.lo, file, lines[r]);
+        b.hi = number_at(rows[r], cfg.hi, file, lines[r]);
+      }
+      found.push_back(b);
+    }
+  }
+  if (found.empty()) throw liere::Error("no file has rows with both '" + cfg.x + "' and '" + cfg.y[0] + "'");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  bc.values.assign(bc.groups.size(), std::vector<double>(bc.bars.size(), nan));
+  if (!cfg.lo.empty()) bc.lo = bc.hi = bc.values;
+  for (const Bar& b : found) {
+    bc.values[b.group][b.file] = b.v;
+    if (!cfg.lo.empty()) bc.lo[b.group][b.file] = b.lo, bc.hi[b.group][b.file] = b.hi;
+  }
+  plot::bar_chart(cfg.out, bc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Config cfg = parse_args(argc, argv);
   namespace plot = liere::plot;
   try {
+    if (cfg.bars) {
+      bar_chart(cfg);
+      std::cout << "wrote " << cfg.out << "\n";
+      return 0;
+    }
     plot::LineChart chart;
     chart.title = cfg.title;
     chart.width = cfg.width;
@@ -150,6 +265,8 @@ int main(int argc, char** argv) {
       panel.x_label = k + 1 == cfg.y.size() ? cfg.x : "";  // only under the bottom panel
       panel.log_y = cfg.log_y;
       panel.legend = k == 0;  // the series are the same in every panel
+      panel.y_min = cfg.y_min;
+      panel.y_max = cfg.y_max;
       chart.panels.push_back(panel);
     }
 
@@ -157,7 +274,7 @@ int main(int argc, char** argv) {
       const std::string& file = cfg.files[f];
       std::vector<int> lines;
       const auto rows = liere::data::read_jsonl(file, &lines);
-      const std::string label = cfg.labels.empty() ? std::filesystem::path(file).stem().string() : cfg.labels[f];
+      const std::string label = series_label(cfg, f);
       for (std::size_t k = 0; k < cfg.y.size(); ++k) {
         plot::Series s;
         s.label = label;

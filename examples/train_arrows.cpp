@@ -16,8 +16,10 @@
 #include <data_tools/plot.hpp>
 #include <liere/io/atomic_file.hpp>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -74,6 +76,7 @@ struct ArrowRun {
   std::string label;
   int res = 108;
   app::EvalResult result;
+  std::optional<app::EvalResult> shuffled;  // --shuffle-eval: the held-out set with its patches shuffled
   std::int64_t pe_params = 0, total_params = 0;
   double img_per_s = 0;
 };
@@ -84,6 +87,7 @@ struct ArrowOptions {
   std::vector<int> train_res;      // training image sizes, one drawn per batch (empty: the evaluation's)
   int shift = 0;                   // training images translated by up to ±shift pixels on each axis
   bool standardize = false;        // inputs with mean 0 and standard deviation 1 over the task's images
+  bool shuffle_eval = false;       // also evaluate with the patches of every held-out image shuffled
   int test_n = 2000;
   std::uint64_t test_seed = 0;
 };
@@ -151,6 +155,19 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   run.total_params = t.total_params();
   run.img_per_s = t.train_img_per_s();
   app::print_result(run.result);
+  if (ao.shuffle_eval) {
+    // The same held-out images with their 12 × 12 patches permuted (paper Table 5); the permutation of every
+    // image is drawn from (seed, 3), as train_cifar does.
+    app::EvalData shuffled = test;
+    shuffled.name = "test_shuffled";
+    shuffled.shuffle_patch = cfg.patch;
+    shuffled.shuffle_seed = liere::mix_seed(std::uint64_t(opt.seed), 3);
+    run.shuffled = t.evaluate(shuffled);
+    app::print_result(*run.shuffled);
+    if (!opt.predictions.empty())
+      train::write_predictions(app::predictions_path_for(opt.predictions, shuffled.name), run.shuffled->labels,
+                               run.shuffled->preds);
+  }
 
   if (!opt.predictions.empty()) train::write_predictions(opt.predictions, run.result.labels, run.result.preds);
   if (!attn_maps.empty()) {
@@ -238,6 +255,9 @@ int main(int argc, char** argv) {
           "108,120,168 (none: --res; the held-out set stays at --res; with --positions interpolate a cell is "
           "about the same distance in position units at every size)");
     f.add("test-n", &ao.test_n, "held-out samples");
+    f.add_switch("shuffle-eval", &ao.shuffle_eval,
+                 "also evaluate on the held-out set with its patches shuffled (paper Table 5); with --predictions P "
+                 "also P.test_shuffled.pred");
     f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
     f.section("Model");
     f.add("dim", &cfg.dim, "token width");
@@ -301,6 +321,10 @@ int main(int argc, char** argv) {
                          {"epochs", opt.epochs},
                          {"train_samples_per_epoch", ao.train_samples},
                          {"seed", opt.seed}};
+        if (r.shuffled) {
+          s.emplace_back("test_acc_shuffled", r.shuffled->acc);
+          s.emplace_back("test_acc_shuffled_ci95", std::vector<double>{r.shuffled->ci.lo, r.shuffled->ci.hi});
+        }
         train::write_json_atomic(opt.summary_json, s);
       }
       return 0;
@@ -342,7 +366,8 @@ int main(int argc, char** argv) {
                                 {"test_loss", r.result.loss},
                                 {"pe_params", r.pe_params},
                                 {"total_params", r.total_params},
-                                {"train_img_per_s", r.img_per_s}});
+                                {"train_img_per_s", r.img_per_s},
+                                {"test_acc_shuffled", r.shuffled ? r.shuffled->acc : NAN}});
       }
       rows += "\n]\n";
       io::write_file_atomic(compare_json, rows, {"--compare-json", {}});

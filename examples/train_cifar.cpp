@@ -116,8 +116,10 @@ int main(int argc, char** argv) {
                                  "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
                                  "RandomResizedCrop, and none is the central 87.5%)");
     f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
-    f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48");
-    f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5)");
+    f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48; with "
+                                   "--predictions P also P.test@R.pred");
+    f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5); with "
+                                                  "--predictions P also P.test_shuffled.pred");
     f.section("Model");
     f.add("model", &model, "tiny, small, base or custom");
     f.add("patch", &cfg.patch, "patch size");
@@ -284,6 +286,8 @@ int main(int argc, char** argv) {
     if (d.shuffle_eval) {
       const auto s = t.evaluate(eval_data(H, true));
       app::print_result(s);
+      if (!opt.predictions.empty())
+        train::write_predictions(app::predictions_path_for(opt.predictions, s.name), s.labels, s.preds);
       summary.emplace_back("test_acc_shuffled", s.acc);
       summary.emplace_back("test_acc_shuffled_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
     }
@@ -291,6 +295,8 @@ int main(int argc, char** argv) {
       LIERE_ENSURE(res % cfg.patch == 0, "--eval-res " << res << " is not a multiple of the patch size " << cfg.patch);
       const auto s = t.evaluate(eval_data(res, false));
       app::print_result(s);
+      if (!opt.predictions.empty())
+        train::write_predictions(app::predictions_path_for(opt.predictions, s.name), s.labels, s.preds);
       summary.emplace_back("test_acc_res_" + std::to_string(res), s.acc);
       summary.emplace_back("test_acc_res_" + std::to_string(res) + "_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
     }

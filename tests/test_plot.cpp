@@ -648,6 +648,64 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program]"
   CHECK(log().find(bad + ":2:") != std::string::npos);
 }
 
+TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program]") {
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "plot_metrics";
+  if (!fs::exists(exe)) {
+    WARN("skipped: " << exe << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
+    return;
+  }
+  auto run = [&](const std::string& args) {
+    const std::string cmd = exe.string() + " " + args + " > " + scratch("plot_bars.log") + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  auto log = [&] {
+    std::ifstream in(scratch("plot_bars.log"));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  // Two series; string and numeric groups; the second file lacks group "b" and has a row without the y key.
+  const std::string a = scratch("bars_a.jsonl"), b = scratch("bars_b.jsonl"), dup = scratch("bars_dup.jsonl");
+  {
+    std::ofstream fa(a), fb(b), fd(dup);
+    fa << R"({"g":"a","acc":50,"lo":45,"hi":55})" << "\n" << R"({"g":"b","acc":70,"lo":66,"hi":74})" << "\n"
+       << R"({"g":8,"acc":30,"lo":20,"hi":40})" << "\n";
+    fb << R"({"g":8,"acc":60,"lo":58,"hi":62})" << "\n" << R"({"g":"a","other":1})" << "\n"
+       << R"({"g":"a","acc":40,"lo":35,"hi":45})" << "\n";
+    fd << R"({"g":"a","acc":1,"lo":0,"hi":2})" << "\n" << R"({"g":"a","acc":2,"lo":1,"hi":3})" << "\n";
+  }
+  const std::string png = scratch("plot_bars.png"), ref = scratch("plot_bars_ref.png");
+  REQUIRE(run("--bars --out " + png + " --x g --y acc --lo lo --hi hi --y-min 0 --y-max 100 --label A --label B " + a +
+              " " + b) == 0);
+  plot::BarChart chart;
+  chart.x_label = "g";
+  chart.y_label = "acc";
+  chart.groups = {"a", "b", "8"};
+  chart.bars = {"A", "B"};
+  chart.values = {{50, 40}, {70, kNaN}, {30, 60}};
+  chart.lo = {{45, 35}, {66, kNaN}, {20, 58}};
+  chart.hi = {{55, 45}, {74, kNaN}, {40, 62}};
+  chart.y_min = 0;
+  chart.y_max = 100;
+  plot::bar_chart(ref, chart);
+  const Image got = load_png(png), want = load_png(ref);
+  REQUIRE(got.w == want.w);
+  REQUIRE(got.h == want.h);
+  CHECK(got.rgb == want.rgb);
+  // A different value gives a different picture (the comparison above can fail).
+  chart.values[0][0] = 20;
+  plot::bar_chart(ref, chart);
+  CHECK(load_png(ref).rgb != got.rgb);
+
+  CHECK(run("--bars --out " + png + " --x g --y acc --y lo " + a) == 2);
+  CHECK(log().find("exactly one --y") != std::string::npos);
+  CHECK(run("--bars --out " + png + " --x g --y acc --lo lo " + a) == 2);
+  CHECK(log().find("both --lo and --hi") != std::string::npos);
+  CHECK(run("--bars --out " + png + " --x g --y acc --lo lo --hi nope " + a) == 1);
+  CHECK(log().find("no 'nope'") != std::string::npos);
+  CHECK(run("--bars --out " + png + " --x g --y acc " + dup) == 1);
+  CHECK(log().find(dup + ":2: a second row for g = a") != std::string::npos);
+}
+
 // ==== the images in docs/images/plot_examples/ (hidden: run `test_plot "[.docs]"`) =======================
 
 TEST_CASE("docs: example images", "[.docs]") {

@@ -185,6 +185,21 @@ TEST_CASE("trainer: --init-from takes a checkpoint's weights and trains them at 
     CHECK(differing(b) == n);  // a fresh model differs in every tensor
     b.load_init_weights();
     CHECK(differing(b) == 0);
+    // --epochs 0: fit() evaluates the checkpoint's weights without a training step: the weights stay as
+    // loaded and the evaluation is the loaded model's, loss for loss.
+    {
+      app::TrainOptions z = options(0);
+      z.init_from = ckpt;
+      CHECK_NOTHROW(z.validate());
+      app::Trainer e(tiny(pe), z, "synthetic");
+      const app::EvalResult got = e.fit(data(), eval_set());
+      CHECK(differing(e) == 0);
+      const app::EvalResult want = b.evaluate(eval_set());
+      CHECK(got.loss == want.loss);
+      CHECK(got.preds == want.preds);
+      CHECK_THROWS_WITH(options(0).validate(), Catch::Contains("--epochs 0 evaluates a checkpoint") &&
+                                                   Catch::Contains("needs --init-from"));
+    }
     // fit() loads them before its first step: with a learning rate whose updates round to 0 in float (below
     // the smallest subnormal), training leaves them as loaded, bit for bit, on 12 × 12 images (a 3 × 3 grid
     // instead of the model's 2 × 2).

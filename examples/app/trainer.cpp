@@ -24,7 +24,7 @@ namespace liere::app {
 
 void TrainOptions::add_flags(Flags& f) {
   f.section("Training");
-  f.add("epochs", &epochs, "epochs");
+  f.add("epochs", &epochs, "epochs (0 with --init-from: evaluate the checkpoint's weights, no training)");
   f.add("batch", &batch, "batch size");
   f.add("lr", &lr, "peak learning rate (cosine schedule to 0)");
   f.add("wd", &wd, "weight decay (not on biases, norms, tokens, position encodings)");
@@ -78,9 +78,12 @@ Device TrainOptions::resolved_device() const {
 
 void TrainOptions::validate() const {
   (void)resolved_device();
-  LIERE_ENSURE(epochs >= 1 && batch >= 1 && eval_batch >= 1 && threads >= 1, "epochs, batch, eval-batch and threads must be >= 1");
+  LIERE_ENSURE(epochs >= 0 && batch >= 1 && eval_batch >= 1 && threads >= 1,
+               "epochs must be >= 0, batch, eval-batch and threads >= 1");
+  LIERE_ENSURE(epochs >= 1 || !init_from.empty(),
+               "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
   LIERE_ENSURE(log_every >= 0, "--log-every must be >= 0");
-  LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && warmup < epochs + 1 && clip >= 0,
+  LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && (epochs == 0 || warmup < epochs + 1) && clip >= 0,
                "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
   LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
   LIERE_ENSURE(resume.empty() || init_from.empty(),
@@ -398,6 +401,12 @@ train::Metrics summary_fields(const Trainer& t, const EvalResult& r) {
           {"train_img_per_s", t.train_img_per_s()},
           {"epochs", t.options().epochs},
           {"seed", t.options().seed}};
+}
+
+std::string predictions_path_for(const std::string& predictions, const std::string& eval_name) {
+  std::string base = predictions;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".pred") == 0) base.erase(base.size() - 5);
+  return base + "." + eval_name + ".pred";
 }
 
 void print_result(const EvalResult& r) {

@@ -139,6 +139,11 @@ class Trainer {
 // The summary fields every trainer writes.
 train::Metrics summary_fields(const Trainer& t, const EvalResult& r);
 
+// Where the predictions of an extra evaluation (shuffled patches, another image size) go, beside the main
+// --predictions file P: P less a ".pred" ending, then "." + the evaluation's name + ".pred", e.g.
+// "run.pred" and "test_shuffled" → "run.test_shuffled.pred"; "run.pred" and "test@40" → "run.test@40.pred".
+std::string predictions_path_for(const std::string& predictions, const std::string& eval_name);
+
 // "test top-1 accuracy: 45.25% (95% bootstrap CI 43.10 – 47.40, 1000 resamples, n=2000), loss 1.234".
 void print_result(const EvalResult& r);
 
