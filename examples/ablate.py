@@ -27,7 +27,9 @@ sampling only, not the training randomness: the seeds show that part.
 Resuming: each cell lives in OUT/cells/<id>/ (id = tag + hash of its command); it is finished when its
 result.json exists (written atomically, after the trainer's own atomic outputs). A rerun skips finished
 cells; a training cell that was stopped mid-way continues from its last epoch checkpoint (--resume).
-Stop with Ctrl-C at any time.
+Stop with Ctrl-C (or SIGTERM) at any time: the running cells are stopped, no further cell starts, and the CPU
+a stopped cell had used is kept (OUT/cells/<id>/cpu_earlier_attempts.json) and counted in its cpu_s and its
+experiment's budget when it finishes on a later run.
 
 Budgets: every experiment has a CPU budget (CPU-minutes, measured per cell with wait4); a cell is not
 started once its experiment has spent its budget (unless --ignore-budget), and is reported as not run.
@@ -170,6 +172,7 @@ class Runner:
         self.failed = []
         self.ran = 0
         self.skipped = 0
+        self.stopping = False  # set by kill_all: start no further cell
 
     def exe(self, program):
         p = os.path.join(self.bin, program)
@@ -199,6 +202,8 @@ class Runner:
             return r
         with self.lock:
             exp = cell.charge
+            if self.stopping:
+                return None
             if not self.opts.ignore_budget and self.spent.get(exp, 0.0) >= 60 * self.budget_min(exp):
                 print("  [%s] not run: the budget of %s (%g CPU-min) is spent" % (label, exp, self.budget_min(exp)),
                       flush=True)
@@ -214,21 +219,33 @@ class Runner:
             p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.out)
             with self.lock:
                 self.procs.add(p)
+                if self.stopping:  # the stop came while it was being started
+                    p.send_signal(signal.SIGTERM)
             _, status, usage = os.wait4(p.pid, 0)
             p.returncode = os.waitstatus_to_exitcode(status)
             with self.lock:
                 self.procs.discard(p)
         wall = time.time() - t0
         cpu = usage.ru_utime + usage.ru_stime
+        # CPU of earlier, unfinished attempts of this cell (stopped or failed): counted in its cpu_s and budget.
+        prior_path = os.path.join(cell.dir(self.out), "cpu_earlier_attempts.json")
+        prior = read_json(prior_path)["cpu_s"] if os.path.exists(prior_path) else 0.0
         if p.returncode != 0:
+            write_json_atomic(prior_path, {"cpu_s": round(prior + cpu, 2)})
             with self.lock:
+                self.spent[exp] = self.spent.get(exp, 0.0) + cpu
+                if self.stopping:
+                    print("  [%s] stopped (%.0f CPU-s so far; it continues on the next run)" % (label, prior + cpu),
+                          flush=True)
+                    return None
                 self.failed.append(cell.id)
             print("  [%s] FAILED (exit %d), see %s" % (label, p.returncode, os.path.join(cell.dir(self.out), "log.txt")),
                   flush=True)
             return None
         summary = read_json(os.path.join(cell.dir(self.out), "summary.json"))
         result = {"id": cell.id, "program": cell.program, "args": cell.args, "seed": cell.seed,
-                  "command": " ".join(shlex.quote(c) for c in cmd), "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+                  "command": " ".join(shlex.quote(c) for c in cmd), "cpu_s": round(prior + cpu, 2),
+                  "cpu_s_earlier_attempts": round(prior, 2), "wall_s": round(wall, 2),
                   "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "summary": summary}
         write_json_atomic(cell.result_path(self.out), result)
         ckpt = os.path.join(cell.dir(self.out), "ckpt.safetensors")
@@ -245,7 +262,9 @@ class Runner:
         return 1.0 if self.opts.quick else BUDGET_MIN[exp]
 
     def kill_all(self):
+        """Stops the running cells and starts no further one."""
         with self.lock:
+            self.stopping = True
             for p in self.procs:
                 try:
                     p.send_signal(signal.SIGTERM)
@@ -505,9 +524,12 @@ def run_all(runner, exps, jobs):
             if c.id not in seen:
                 seen.add(c.id)
                 order.append((x.name, c))
-    for n, c in order:  # what finished cells (earlier runs of the suite) have spent
+    for n, c in order:  # what earlier runs of the suite have spent: finished cells, and stopped ones so far
+        prior = os.path.join(c.dir(runner.out), "cpu_earlier_attempts.json")
         if os.path.exists(c.result_path(runner.out)):
             runner.spent[c.charge] = runner.spent.get(c.charge, 0.0) + read_json(c.result_path(runner.out))["cpu_s"]
+        elif os.path.exists(prior):
+            runner.spent[c.charge] = runner.spent.get(c.charge, 0.0) + read_json(prior)["cpu_s"]
     # Seed 0 of every experiment first, then the further seeds, then Table 6 (the brief's priorities).
     rank = {x.name: k for k, x in enumerate(exps)}
     order.sort(key=lambda nc: (nc[1].seed > 0 or nc[0] == "table6", rank[nc[0]]))
@@ -528,11 +550,17 @@ def run_all(runner, exps, jobs):
             return
         runner.run(c, "%s %d/%d" % (n, k, total))
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
         for phase in (first, second):
             futures = [pool.submit(go, it) for it in phase]
             for f in futures:
                 f.result()
+    except BaseException:  # Ctrl-C or SIGTERM: stop the running cells, start none of the queued ones
+        runner.kill_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def metric_of(summary, key):
@@ -715,6 +743,7 @@ def main():
             runner.kill_all()
             raise KeyboardInterrupt
         signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
         try:
             run_all(runner, exps, opts.jobs)
         except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tests/ablate_quick_test.py — examples/ablate.py end to end in --quick mode (CTest: ablate_quick).
 
-Runs every experiment of the suite with a tiny model, then checks what it wrote: one JSON and one PNG per
+Stops a first run with SIGTERM during its second cell (the driver must stop that cell, start no other and exit
+with 130), then runs every experiment of the suite with a tiny model, continuing it, and checks what it wrote: one JSON and one PNG per
 experiment, accuracies inside their CIs, paired differences equal to the difference of the two rows, the
 evaluation-only cell (--epochs 0 --init-from) equal to the model it loads; then that a second run finishes
 nothing again, and that a cell whose result is removed (an interrupted cell) is run again, alone, with the
@@ -13,8 +14,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "..", "examples", "ablate.py")
@@ -41,6 +44,42 @@ def run(build, out):
     return r.stdout
 
 
+def stop_early(build, out):
+    """SIGTERM while the second cell runs: the driver stops that cell, starts no other, and exits with 130.
+    Returns the stopped cell's id (None if the cell had finished before the signal came)."""
+    os.makedirs(out, exist_ok=True)
+    log_path = os.path.join(out, "stop_early.log")
+    cmd = [sys.executable, DRIVER, "--quick", "--build", build, "--out", out, "--resamples", "2000"]
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        with open(log_path) as f:
+            if f.read().count("] start ") >= 2:
+                break
+        check(p.poll() is None, "the driver ended before its second cell started")
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the driver did not stop within 60 s of SIGTERM")
+    with open(log_path) as f:
+        log = f.read()
+    sys.stdout.write(log)
+    check(rc == 130, "a stopped driver should exit with 130, got %d" % rc)
+    started = [l.split()[-1] for l in log.splitlines() if "] start " in l]
+    # jobs 1: the two cells seen, and at most one more if the second finished just before the signal
+    check(len(started) <= 3, "cells started after SIGTERM: %s" % started)
+    stopped = [c for c in started if not os.path.exists(os.path.join(out, "cells", c, "result.json"))]
+    check(len(stopped) <= 1, "more than one unfinished cell: %s" % stopped)
+    for c in stopped:
+        check(os.path.exists(os.path.join(out, "cells", c, "cpu_earlier_attempts.json")),
+              "the stopped cell %s has no record of its CPU" % c)
+    return stopped[0] if stopped else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -51,7 +90,8 @@ def main():
         return 77
     shutil.rmtree(a.out, ignore_errors=True)
 
-    log = run(a.build, a.out)
+    stopped = stop_early(a.build, a.out)
+    log = run(a.build, a.out)  # continues where the stopped run left off
     check("failed: 0" in log, "a cell failed")
     docs = {}
     for x in EXPERIMENTS:
@@ -85,6 +125,13 @@ def main():
     t8 = [r for r in docs["table5"]["rows"] if r["group"] == "FM liere8" and r["series"] == "before"][0]
     check(f7["acc"] == t8["acc"] and f7["test_n"] == t8["test_n"],
           "fig7 evaluation-only cell %s != the model it loads %s" % (f7, t8))
+
+    # The stopped cell finished on the second run; its cpu_s counts the stopped attempt too.
+    if stopped is not None:
+        with open(os.path.join(a.out, "cells", stopped, "result.json")) as f:
+            r = json.load(f)
+        check(r["cpu_s_earlier_attempts"] >= 0 and r["cpu_s"] >= r["cpu_s_earlier_attempts"],
+              "the stopped cell's CPU is not counted: %s" % r)
 
     # Resume: nothing to do the second time.
     log = run(a.build, a.out)
