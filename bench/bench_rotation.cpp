@@ -79,8 +79,9 @@ int main(int argc, char** argv) {
     for (int j = 0; j < 8; ++j) pos.insert(pos.end(), {float(i) / 7, float(j) / 7});
 
   const double sgemm = opt.skip_sgemm ? 0.0 : liere::bench::measure_sgemm_gflops();
-  std::printf("threads %d, reps %d, warmup %d, Eigen sgemm %.1f GFLOP/s (0: not measured)\n", liere::bench::threads(),
-              opt.reps, opt.warmup, sgemm);
+  std::printf("threads %d, reps %d, warmup %d, sgemm (liere::cpu::gemm, %s) %.1f GFLOP/s (0: not measured)\n",
+              liere::bench::threads(), opt.reps, opt.warmup,
+              liere::cpu::gemm_backend_name(liere::cpu::gemm_backend()), sgemm);
   std::printf("%6s %12s %14s %14s %12s\n", "block", "fwd ms", "fwd+bwd ms", "GFLOP/s f+b", "of sgemm");
   for (int block : opt.blocks) {
     // One parameter set per head, all heads in one call: tables (heads × tokens) rows.
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
         .add("fwdbwd_ms", tfb.median_ms)
         .add("fwd_min_ms", tf.min_ms)
         .add("fwdbwd_min_ms", tfb.min_ms)
+        .add("fwd_cpu_ms", tf.cpu_median_ms)
+        .add("fwdbwd_cpu_ms", tfb.cpu_median_ms)
         .add("gflops_fwdbwd", gflops)
         .add("orth_unit", orth)
         .add("threads", liere::bench::threads())
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
         .add("warmup", opt.warmup)
         .add("peak_rss_mib", liere::bench::peak_rss_mib());
     if (sgemm > 0) j.add("sgemm_gflops", sgemm);
+    j.add("gemm", liere::cpu::gemm_backend_name(liere::cpu::gemm_backend()));
     j.emit(opt.json);
   }
   return 0;

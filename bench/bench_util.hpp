@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -23,19 +24,32 @@ namespace liere::bench {
 
 struct Timing {
   double median_ms = 0, min_ms = 0;
+  double cpu_median_ms = 0;  // process CPU time (all threads) per call, as torch_common.time_fn's cpu_median_ms
 };
 
-// Runs f `warmup` times, then `reps` times, and returns the median and the minimum wall time.
+// CPU time of this process so far (user + system, all threads), ms.
+inline double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+// Runs f `warmup` times, then `reps` times, and returns the median and the minimum wall time and the median
+// process CPU time. On a shared machine a wall time far above cpu_median_ms / threads means the run waited for a
+// core; with one thread the CPU time is the work itself, whatever the load.
 inline Timing time_ms(const std::function<void()>& f, int reps, int warmup = 2) {
   for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> t;
+  std::vector<double> t, cpu;
   for (int i = 0; i < reps; ++i) {
+    const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     f();
     t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(process_cpu_ms() - c0);
   }
   std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front()};
+  std::sort(cpu.begin(), cpu.end());
+  return {t[t.size() / 2], t.front(), cpu[cpu.size() / 2]};
 }
 
 inline int threads() {

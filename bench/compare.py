@@ -8,12 +8,15 @@ Workloads (see bench/README.md for what each side times):
              targets: >= 2x faster for every encoding (fwd and fwd+bwd); liere8's time within 15% of none's
              (liere64 is also shown against torch's liere64-dense-official, the official code's form)
   vit        train_cifar --bench-steps vs bench/torch_vit_step.py  ViT-Tiny training steps, B=128, CIFAR-100 shape
-             targets: liere8 >= 2x torch's liere8 (img/s); liere8 within 10% of abs in liere; peak RSS reported
+             targets: liere8 >= 2x torch's liere8 (img/s), abs >= 1.5x; liere8 within 10% of abs in liere; peak RSS
+             reported
 
 Noise: the machine is shared. Every configuration (one block, one encoding) runs as its own pair of processes,
 liere then torch in even rounds and torch then liere in odd rounds, so that a burst of load hits both sides.
 Times are the median over rounds of each run's median; the ratio is torch / liere of those medians, with the
-range of the per-round ratios beside it.
+range of the per-round ratios beside it. Both sides also report their process CPU time (rows "... CPU", no
+target): with one thread each it is the work itself, a cross-check when other jobs share the cores.
+--cpus pins the driver and so both sides to the same CPU(s); --peak-gflops adds "% of the FMA peak".
 
 The driver imports no torch: it runs /usr/bin/python3 bench/torch_*.py (Debian's torch with OpenBLAS) and the
 C++ programs from --build-dir, and reads their --json output.
@@ -22,6 +25,9 @@ Example:
   cmake -S . -B build-bench -DLIERE_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=Release
   cmake --build build-bench -j2 --target bench_rotation bench_attention
   /usr/bin/python3 bench/compare.py --build-dir build-bench --rounds 3 --json build-bench/compare.jsonl
+  # one thread per side, both pinned to CPU 0, rotation tables and the ViT step only (bench/README.md's table):
+  OMP_NUM_THREADS=1 /usr/bin/python3 bench/compare.py --build-dir build-bench --only rotation,vit --blocks 8,64 \
+      --vit-enc abs,liere8 --rounds 2 --threads 1 --cpus 0 --peak-gflops 134.1
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ TORCH_PYTHON = "/usr/bin/python3"
 
 ROTATION_TARGETS = {8: 20.0, 64: 5.0}  # block -> minimum torch/liere ratio
 ATTENTION_TARGET = 2.0
-VIT_TARGET = {"liere8": 2.0}             # enc -> minimum liere/torch img/s ratio
+VIT_TARGET = {"liere8": 2.0, "abs": 1.5}  # enc -> minimum liere/torch img/s ratio (issue 15)
 VIT_LIERE8_VS_ABS = 1.10                 # liere8 step time / abs step time at most
 VIT_PE_FLAGS = {"abs": ["--pe", "absolute"], "rope-mixed": ["--pe", "rope-mixed"],
                 "liere8": ["--pe", "liere", "--block", "8"], "liere64": ["--pe", "liere", "--block", "64"],
@@ -52,9 +58,15 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", default="build-bench", help="CMake build folder with bench/bench_* [build-bench]")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per configuration [3]")
-    p.add_argument("--only", choices=["rotation", "attention", "vit"], help="run one workload only")
+    p.add_argument("--only", metavar="LIST",
+                   help="run only these workloads, comma-separated, of rotation, attention, vit (e.g. rotation,vit)")
     p.add_argument("--json", metavar="OUT", help="write every table row (and the raw runs) as JSON lines to OUT")
     p.add_argument("--threads", type=int, default=2, help="threads on both sides [2]")
+    p.add_argument("--cpus", metavar="LIST",
+                   help="pin this driver and so every program it starts (both sides) to these CPUs, e.g. 1 or 0,1 "
+                        "(sched_setaffinity, inherited like taskset's); default: no pinning")
+    p.add_argument("--peak-gflops", type=float, default=None,
+                   help="the FMA peak of the CPUs used (GFLOP/s), to print achieved GFLOP/s as a share of it")
     p.add_argument("--reps", type=int, default=None,
                    help="timed repetitions per run on both sides [rotation 10, attention 7]")
     p.add_argument("--warmup", type=int, default=None, help="warm-up repetitions per run [2]")
@@ -72,6 +84,24 @@ def parse_args():
     a = p.parse_args()
     if a.quick:
         a.rounds, a.reps, a.warmup = 1, 2, 1
+    a.workloads = ["rotation", "attention", "vit"]
+    if a.only:
+        wanted = [w for w in a.only.split(",") if w]
+        bad = [w for w in wanted if w not in a.workloads]
+        if bad or not wanted:
+            p.error(f"--only {a.only}: expected a comma-separated list of rotation, attention, vit")
+        a.workloads = wanted
+    if a.cpus:
+        try:
+            a.cpu_set = {int(c) for c in a.cpus.split(",") if c}
+        except ValueError:
+            p.error(f"--cpus {a.cpus}: expected CPU numbers separated by commas, e.g. 1 or 0,1")
+        bad = a.cpu_set - os.sched_getaffinity(0)
+        if not a.cpu_set or bad:
+            p.error(f"--cpus {a.cpus}: CPU(s) {sorted(bad)} not available to this process "
+                    f"(available: {sorted(os.sched_getaffinity(0))})")
+    if a.peak_gflops is not None and a.peak_gflops <= 0:
+        p.error("--peak-gflops must be positive")
     return a
 
 
@@ -258,6 +288,9 @@ def rotation_rows(runs, blocks):
         lrecs, trecs = runs.get((b, "liere"), []), runs.get((b, "torch"), [])
         for phase, key in (("fwd", "fwd_ms"), ("fwd+bwd", "fwdbwd_ms")):
             rows.append(ratio_row("rotation", f"block {b}", phase, key, lrecs, trecs, ROTATION_TARGETS.get(b)))
+        for phase, key in (("fwd CPU", "fwd_cpu_ms"), ("fwd+bwd CPU", "fwdbwd_cpu_ms")):
+            if med(lrecs, key) is not None:  # process CPU time: a cross-check on a loaded machine, no target
+                rows.append(ratio_row("rotation", f"block {b}", phase, key, lrecs, trecs, None))
     return rows
 
 
@@ -285,33 +318,42 @@ def vit_rows(runs, encs):
     for e in encs:
         lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
         rows.append(ratio_row("vit step", e, "train step", "step_ms", lrecs, trecs, VIT_TARGET.get(e)))
+        if med(lrecs, "step_cpu_ms") is not None:  # process CPU time: a cross-check on a loaded machine, no target
+            rows.append(ratio_row("vit step", e, "step CPU", "step_cpu_ms", lrecs, trecs, None))
     if "liere8" in encs and "abs" in encs:
         rows.append(relative_row("vit step", "liere liere8 / abs", "train step", "step_ms",
                                  runs.get(("liere8", "liere"), []), runs.get(("abs", "liere"), []), VIT_LIERE8_VS_ABS))
     return rows
 
 
-def print_vit(runs, encs, sg_l):
-    """img/s, achieved GFLOP/s (liere's flop count) and peak RSS of both sides."""
+def print_vit(runs, encs, sg_l, peak=None):
+    """img/s, achieved GFLOP/s (liere's flop count, for torch too) and peak RSS of both sides."""
     sg = sg_l.get("sgemm_gflops")
-    print(f"\n  vit step: img/s, achieved GFLOP/s (3 x forward flops, liere's count) and peak RSS; liere's sgemm "
-          f"{fmt(sg)} GFLOP/s")
+    print(f"\n  vit step: img/s, achieved GFLOP/s (3 x forward flops, liere's count incl. the encoding, for both sides) "
+          f"and peak RSS; liere's sgemm ({sg_l.get('gemm') or '?'}) {fmt(sg)} GFLOP/s")
     out = []
     for e in encs:
         lrecs, trecs = runs.get((e, "liere"), []), runs.get((e, "torch"), [])
         li, ti = med(lrecs, "img_per_s"), med(trecs, "img_per_s")
         gl = med(lrecs, "achieved_gflops")
+        gt = gl * ti / li if gl and li and ti else None  # the same flops per image over torch's time
+        lc, tc = med(lrecs, "step_cpu_ms"), med(trecs, "step_cpu_ms")
+        lms, tms = med(lrecs, "step_ms"), med(trecs, "step_ms")
+        glc = gl * lms / lc if gl and lms and lc else None  # the same flops over the process CPU time
+        gtc = gt * tms / tc if gt and tms and tc else None
         lr, tr = med(lrecs, "peak_rss_mib"), med(trecs, "peak_rss_mib")
-        pct = f" ({100 * gl / sg:.0f}% of sgemm)" if gl and sg else ""
-        print(f"    {e:>10}: liere {fmt(li)} img/s, {fmt(gl)} GFLOP/s{pct}, RSS {fmt(lr, '{:.0f}')} MiB | "
-              f"torch {fmt(ti)} img/s, RSS {fmt(tr, '{:.0f}')} MiB")
+        pct = f" ({100 * gl / sg:.0f}% of sgemm{of_peak(gl, peak)})" if gl and sg else ""
+        print(f"    {e:>10}: liere {fmt(li)} img/s, {fmt(gl)} GFLOP/s{pct}, by CPU time {fmt(glc)}"
+              f"{of_peak(glc, peak)}, RSS {fmt(lr, '{:.0f}')} MiB | torch {fmt(ti)} img/s, {fmt(gt)} GFLOP/s, "
+              f"by CPU time {fmt(gtc)}, RSS {fmt(tr, '{:.0f}')} MiB")
         out.append({"workload": "vit step", "config": e, "liere_img_per_s": li, "torch_img_per_s": ti,
-                    "liere_gflops": gl, "sgemm_liere": sg, "liere_peak_rss_mib": lr, "torch_peak_rss_mib": tr})
+                    "liere_gflops": gl, "torch_gflops": gt, "liere_gflops_cpu": glc, "torch_gflops_cpu": gtc, "sgemm_liere": sg, "gemm": sg_l.get("gemm"),
+                    "peak_gflops": peak, "liere_peak_rss_mib": lr, "torch_peak_rss_mib": tr})
     return out
 
 
 def sgemm_of(runs, impl):
-    vals = {}
+    vals, name = {}, None
     for (cfg, i), recs in runs.items():
         if i != impl:
             continue
@@ -319,14 +361,23 @@ def sgemm_of(runs, impl):
             for k in ("sgemm_gflops", "sgemm_gflops_8320x192x576", "sgemm_gflops_1024"):
                 if r.get(k):
                     vals.setdefault(k, []).append(r[k])
-    return {k: max(v) for k, v in vals.items()}
+            if r.get("gemm"):
+                name = r["gemm"]
+    out = {k: max(v) for k, v in vals.items()}
+    if name:
+        out["gemm"] = name
+    return out
 
 
-def print_gflops(workload, runs, configs, sg_l, sg_t):
+def of_peak(g, peak) -> str:
+    return f", {100 * g / peak:.0f}% of the FMA peak {peak:g}" if g and peak else ""
+
+
+def print_gflops(workload, runs, configs, sg_l, sg_t, peak=None):
     """Achieved GFLOP/s of liere (its own flop count) and of torch on the same count, next to the sgemm rates."""
     print(f"\n  {workload}: achieved GFLOP/s, fwd+bwd (flops counted by the C++ benchmark; torch: the same count / its time)")
     sg = sg_l.get("sgemm_gflops")
-    print(f"    sgemm, best probe: liere (Eigen) {fmt(sg)} GFLOP/s; torch (OpenBLAS) 8320x192x576 "
+    print(f"    sgemm, best probe: liere ({sg_l.get('gemm', '?')}) {fmt(sg)} GFLOP/s; torch (OpenBLAS) 8320x192x576 "
           f"{fmt(sg_t.get('sgemm_gflops_8320x192x576'))}, 1024^3 {fmt(sg_t.get('sgemm_gflops_1024'))} GFLOP/s")
     out = []
     for cfg in configs:
@@ -341,38 +392,44 @@ def print_gflops(workload, runs, configs, sg_l, sg_t):
             flops = med(lrecs, "flops_fwdbwd")
         gl = flops / (lt * 1e6) if flops and lt else None
         gt = flops / (tt * 1e6) if flops and tt else None
-        pct = f"{100 * gl / sg:.0f}% of sgemm" if gl and sg else ""
+        pct = (f"{100 * gl / sg:.0f}% of sgemm" if gl and sg else "") + of_peak(gl, peak)
         print(f"    {str(cfg):>12}: liere {fmt(gl)} GFLOP/s {pct}; torch {fmt(gt)} GFLOP/s "
               f"({fmt(flops / 1e9 if flops else None, '{:.3f}')} GFLOP per fwd+bwd)")
-        out.append({"workload": workload, "config": cfg, "liere_gflops": gl, "torch_gflops": gt, "sgemm_liere": sg,
+        out.append({"workload": workload, "config": cfg, "liere_gflops": gl, "torch_gflops": gt, "liere_gflops_cpu": glc, "torch_gflops_cpu": gtc, "sgemm_liere": sg,
                     "sgemm_torch_8320x192x576": sg_t.get("sgemm_gflops_8320x192x576"),
-                    "sgemm_torch_1024": sg_t.get("sgemm_gflops_1024"), "flops_fwdbwd": flops})
+                    "sgemm_torch_1024": sg_t.get("sgemm_gflops_1024"), "flops_fwdbwd": flops, "peak_gflops": peak,
+                    "gemm": sg_l.get("gemm")})
     return out
 
 
 def main() -> int:
     args = parse_args()
-    for prog in ("bench/bench_rotation", "bench/bench_attention", "examples/train_cifar"):
-        if args.only and args.only not in prog and not (args.only == "vit" and prog.endswith("train_cifar")):
+    for workload, prog in (("rotation", "bench/bench_rotation"), ("attention", "bench/bench_attention"),
+                           ("vit", "examples/train_cifar")):
+        if workload not in args.workloads:
             continue
         path = os.path.join(args.build_dir, prog)
         if not os.access(path, os.X_OK):
             print(f"missing {path}: build it with  cmake --build {args.build_dir} --target {os.path.basename(prog)}")
             return 2
+    if args.cpus:
+        os.sched_setaffinity(0, args.cpu_set)  # inherited by every program started below, liere's and torch's
     load = os.getloadavg()[0]
-    print(f"== liere vs PyTorch, {args.rounds} interleaved round(s), {args.threads} threads, load average {load:.2f} "
-          f"on {os.cpu_count()} CPUs")
+    pin = f"pinned to CPU(s) {sorted(os.sched_getaffinity(0))}" if args.cpus else "not pinned"
+    print(f"== liere vs PyTorch, {args.rounds} interleaved round(s), {args.threads} threads, {pin}, "
+          f"load average {load:.2f} on {os.cpu_count()} CPUs")
     all_rows, gflops, raw = [], [], []
-    sgemm_best = 0.0  # liere's (Eigen) sgemm rate, probed by the rotation and attention benchmarks
-    if args.only in (None, "rotation"):
+    sgemm_best, gemm_name = 0.0, None  # liere's sgemm rate (its GEMM), probed by the rotation and attention benchmarks
+    if "rotation" in args.workloads:
         blocks = [int(b) for b in args.blocks.split(",") if b]
         runs = collect(args, "rotation", blocks, rotation_pair, [])
         rows = rotation_rows(runs, blocks)
         all_rows += rows
-        gflops += print_gflops("rotation", runs, blocks, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        gflops += print_gflops("rotation", runs, blocks, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"), args.peak_gflops)
         sgemm_best = max(sgemm_best, sgemm_of(runs, "liere").get("sgemm_gflops") or 0)
+        gemm_name = sgemm_of(runs, "liere").get("gemm") or gemm_name
         raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
-    if args.only in (None, "attention"):
+    if "attention" in args.workloads:
         encs = [e for e in args.enc.split(",") if e]
         dense = not args.no_dense_official and "liere64" in encs
 
@@ -382,14 +439,16 @@ def main() -> int:
         runs = collect(args, "attention", encs, attention_pair, [("liere64-dense-official", dense_cmd)] if dense else [])
         rows = attention_rows(runs, encs, dense)
         all_rows += rows
-        gflops += print_gflops("attention", runs, encs, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"))
+        gflops += print_gflops("attention", runs, encs, sgemm_of(runs, "liere"), sgemm_of(runs, "torch"),
+                               args.peak_gflops)
         sgemm_best = max(sgemm_best, sgemm_of(runs, "liere").get("sgemm_gflops") or 0)
+        gemm_name = sgemm_of(runs, "liere").get("gemm") or gemm_name
         raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
-    if args.only in (None, "vit"):
+    if "vit" in args.workloads:
         encs = [e for e in args.vit_enc.split(",") if e]
         runs = collect(args, "vit", encs, vit_pair, [])
         all_rows += vit_rows(runs, encs)
-        gflops += print_vit(runs, encs, {"sgemm_gflops": sgemm_best or None})
+        gflops += print_vit(runs, encs, {"sgemm_gflops": sgemm_best or None, "gemm": gemm_name}, args.peak_gflops)
         raw += [dict(r, _config=str(c)) for (c, i), recs in runs.items() for r in recs]
     print(f"\n  median over {args.rounds} round(s) of each run's median; ratio = torch / liere (higher: liere faster); "
           f"load average now {os.getloadavg()[0]:.2f}")

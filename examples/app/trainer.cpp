@@ -2,6 +2,7 @@
 #include <app/trainer.hpp>
 
 #include <data_tools/image_ops.hpp>
+#include <liere/backend/cpu/gemm.hpp>
 
 #ifdef LIERE_WITH_CUDA
 #include <liere/backend/cuda/memory.hpp>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <random>
@@ -164,18 +166,27 @@ double Trainer::bench(int steps) {
     if (device_ == Device::cuda) cuda::synchronize();
 #endif
   };
+  auto cpu_s = [] {  // CPU time of the process (all threads): on a shared machine, the work without the waiting
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  };
   for (int i = 0; i < 2; ++i) step();
   sync();
+  const double c0 = cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   sync();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpu_s() - c0;
   const double ips = double(steps) * B / s;
   const double gflops = 3.0 * cfg_.gflops_per_image() * ips;  // forward + backward ≈ 3 × forward
   std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\ndevice=" << to_string(device_)
             << (device_ == Device::cuda && opt_.tf32 ? " tf32" : "") << " threads=" << opt_.threads
+            << " gemm=" << (device_ == Device::cuda ? std::string("cuBLAS") : cpu::gemm_backend_name(cpu::gemm_backend()))
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
-            << 1000 * s / steps << " achieved_gflops=" << gflops << " peak_rss_mib=" << peak_rss_mib()
+            << 1000 * s / steps << " step_cpu_ms=" << 1000 * cpu / steps << " achieved_gflops=" << gflops
+            << " peak_rss_mib=" << peak_rss_mib()
             << "\ntrain_img_per_s=" << std::setprecision(2) << ips << "\n";
   return ips;
 }

@@ -435,7 +435,9 @@ typename DA::PlainObject exp_frechet(const Eigen::MatrixBase<DA>& a, const Eigen
   EXTERN template void exp_backward<M, M, M>(const Eigen::MatrixBase<M>&, const Eigen::MatrixBase<M>&,   \
                                              const Eigen::MatrixBase<M>&);                              \
   EXTERN template M exp_frechet<M, M>(const Eigen::MatrixBase<M>&, const Eigen::MatrixBase<M>&);
-#ifdef LIERE_PRECOMPILED
+// A program that defines LIERE_COUNT_FLOPS (bench_rotation, bench_attention) compiles its own instances, with the
+// counter: liere::compiled's are built without it and would count nothing.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
 LIERE_LIE_EXP_INSTANCES(extern, Eigen::MatrixXd)
 LIERE_LIE_EXP_INSTANCES(extern, Eigen::MatrixXf)
 #endif

@@ -355,7 +355,8 @@ class LieRE {
                                                RotationTableView<S>);                                             \
   EXTERN template void liere_table_backward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,   \
                                                 RotationTableView<const S>, std::span<S>);
-#ifdef LIERE_PRECOMPILED
+// Not under LIERE_COUNT_FLOPS: the tables' products must be compiled with the counter (lie/exp.hpp).
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
 LIERE_TABLE_INSTANCES(extern, float)
 LIERE_TABLE_INSTANCES(extern, double)
 #endif
