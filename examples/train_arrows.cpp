@@ -10,6 +10,7 @@
 //   train_arrows --pe liere --res 168 --model-res 108 --positions interpolate --init-from l108.safetensors --lr 1e-4
 //   train_arrows --pe liere --positions interpolate --init-from l108.safetensors --shift 1    # objects off the patch grid
 //   train_arrows --pe liere --res 168 --train-res 108,168 --positions interpolate           # two sizes in one run
+#include <app/compare.hpp>
 #include <app/trainer.hpp>
 #include <data_tools/arrows.hpp>
 #include <data_tools/augment.hpp>
@@ -20,34 +21,10 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
-#include <regex>
-#include <sstream>
 
 using namespace liere;
 
 namespace {
-
-// "abs", "liere8", "comrope-ld4", "rope-mixed", … → the encoding flags.
-PEConfig parse_label(const std::string& label, const PEConfig& base) {
-  PEConfig c = base;
-  std::smatch m;
-  if (std::regex_match(label, m, std::regex("(liere|comrope-ap|comrope-ld)([0-9]+)"))) {
-    c.set("pe", m[1]);
-    c.set("block", m[2]);
-  } else {
-    c.set("pe", label);
-  }
-  return c;
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 // Pixels 0…255 (255 the white background) → ink a = (255 − v) / 255: positive, the background 0. With
 // --standardize, (a − 0.0347) / 0.172 instead: the mean and standard deviation of a over the task's images
@@ -331,13 +308,13 @@ int main(int argc, char** argv) {
     }
 
     // --compare: every encoding × resolution under the same budget.
-    const auto labels = split(compare);
+    const auto labels = app::split_list(compare);
     LIERE_ENSURE(!labels.empty(), "--compare: no encodings given");
     std::vector<ArrowRun> runs;
     for (int r : res)
       for (const auto& l : labels) {
         nn::VitConfig c = cfg;
-        c.pe = parse_label(l, cfg.pe);
+        c.pe = app::parse_pe_label(l, cfg.pe);
         app::TrainOptions o = opt;
         o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
         if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";
