@@ -27,6 +27,10 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   for f in "$BUILD"/tests/fuzz/fuzz_*; do [ -x "$f" ] && TARGETS+=("$(basename "$f")"); done
 fi
 
+# Every sanitizer finding stops the run (halt_on_error), except the one third-party check tests/fuzz/ubsan.supp
+# names (docs/testing.md).
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/fuzz/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
 status=0
 summary=()
 for t in "${TARGETS[@]}"; do
