@@ -60,6 +60,78 @@ std::string sniff(std::span<const std::uint8_t> b) {
   return "unknown content starting with bytes " + hex.substr(0, hex.size() - 1);
 }
 
+// Refuses a JPEG whose Huffman table (DHT segment) declares more than 256 codes, before stb_image sees it.
+//
+// stb_image 2.27, the version of Debian's libstb-dev (0.0~git20220908), builds a table from the 16 code counts of a
+// DHT segment without checking that they sum to at most 256 (JPEG's limit, one code per byte value), and then writes
+// one entry per code into arrays of 256 and 257: up to 4080 bytes past them, inside the decoder's own state (ASan
+// does not see it; UBSan's bounds check does, and tests/fuzz/fuzz_image found it). Corrupted tables can then send
+// the Huffman decoder out of bounds. Fixed upstream in stb_image 2.28 (nothings/stb PR #1297 for issues #1289 and
+// #1291: "bad DHT header" when the counts sum to more than 256).
+//
+// The segments are found as stb_image finds them: after SOI, skip to a 0xFF, skip fill bytes (0xFF), read the
+// marker; markers without a length (RSTn, TEM, a stuffed 0xFF 0x00 in entropy-coded data) are passed over, EOI
+// ends, every other marker's segment is jumped by its length. Entropy-coded data after SOS is scanned the same way,
+// up to its first marker that is not RSTn. This visits every DHT segment stb_image can read (and possibly a few it
+// would not reach: then the file is refused for a table that is bad anyway). Bytes past the end read as 0, as in
+// stb_image.
+void refuse_oversized_huffman_tables(std::span<const std::uint8_t> b, const std::string& path) {
+  const std::size_t n = b.size();
+  const auto at = [&](std::size_t i) -> std::size_t { return i < n ? b[i] : 0; };
+  std::size_t p = 2;  // after SOI (FF D8)
+  while (p < n) {
+    if (b[p] != 0xFF) {
+      ++p;
+      continue;
+    }
+    while (p < n && b[p] == 0xFF) ++p;
+    if (p >= n) break;
+    const std::size_t marker_at = p - 1, m = b[p++];
+    if (m == 0xD9) break;                                           // EOI
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;  // no length: stuffed byte, TEM, RSTn, SOI
+    const std::size_t length = at(p) << 8 | at(p + 1);
+    if (m == 0xC4) {
+      // Tables one after another, as stb_image reads them: Tc/Th, 16 counts, then one value per code.
+      std::ptrdiff_t left = std::ptrdiff_t(length) - 2;
+      std::size_t t = p + 2;
+      while (left > 0) {
+        std::size_t codes = 0;
+        for (std::size_t i = 1; i <= 16; ++i) codes += at(t + i);
+        LIERE_ENSURE(codes <= 256, "'" << path << "': corrupt JPEG: the Huffman table at byte " << t
+                                       << " (DHT segment at byte " << marker_at << ") declares " << codes
+                                       << " codes, at most 256 are possible");
+        t += 17 + codes;
+        left -= std::ptrdiff_t(17 + codes);
+      }
+    }
+    p += std::max<std::size_t>(length, 2);
+  }
+}
+
+// Refuses a PNG with a chunk that declares more bytes than the file has left, before stb_image sees it. stb_image
+// grows its buffer for the compressed data to the length an IDAT chunk declares (doubling up to 2^31) before it
+// reads the data: a 93-byte file declaring a 1.2 GB IDAT chunk allocated 2 GB before "outofdata" (found by
+// tests/fuzz/fuzz_image as inputs of several seconds each). The chunks are walked as stb_image reads them: length,
+// type, data, CRC, up to IEND. A file whose chunk runs past its end is truncated, and stb_image refuses it anyway.
+void refuse_truncated_png_chunks(std::span<const std::uint8_t> b, const std::string& path) {
+  std::size_t p = 8;  // after the signature
+  while (p < b.size()) {  // (a file that ends between chunks: stb_image says what is missing)
+    LIERE_ENSURE(p + 8 <= b.size(), "'" << path << "': corrupt or truncated PNG: the file ends inside the header of the "
+                                        << "chunk at byte " << p);
+    const std::uint64_t length = std::uint64_t(b[p]) << 24 | std::uint64_t(b[p + 1]) << 16 |
+                                 std::uint64_t(b[p + 2]) << 8 | std::uint64_t(b[p + 3]);
+    std::string type(reinterpret_cast<const char*>(b.data() + p + 4), 4);
+    for (char& c : type)
+      if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';  // a chunk type is four letters
+    const std::uint64_t left = b.size() - (p + 8);
+    LIERE_ENSURE(length <= left, "'" << path << "': corrupt or truncated PNG: chunk '" << type << "' at byte " << p
+                                     << " declares " << length << " bytes of data, the file has " << left
+                                     << " bytes left");
+    if (type == "IEND") break;
+    p += 12 + std::size_t(length);  // length, type, data, CRC
+  }
+}
+
 // Triangle-filter weights for resampling the input range [start, start + len) to `out` samples (Pillow's
 // ImagingResample with the bilinear filter, restricted to the window): for output i, the inputs first[i] …
 // first[i] + count[i] − 1 with weights w[i · stride …], summing to 1.
@@ -130,6 +202,9 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
   LIERE_ENSURE(bytes.size() <= std::size_t(INT32_MAX), "'" << path << "': " << bytes.size() << " bytes is too large");
   const int size = int(bytes.size());
 
+  // Checks of what stb_image 2.27 does not check itself (notes above), before stbi_info: it reads JPEG tables too.
+  if (jpeg) refuse_oversized_huffman_tables(bytes, path);
+  if (png) refuse_truncated_png_chunks(bytes, path);
   // The size the header declares, before anything is allocated: a few bytes can declare 60000 × 60000 pixels.
   int w = 0, h = 0, n = 0;
   if (stbi_info_from_memory(bytes.data(), size, &w, &h, &n))

@@ -46,7 +46,9 @@ struct Image {
 Image read_image(const std::string& path, int channels = 3);
 
 // The same from the bytes of such a file in memory; `name` stands for the file in errors. Images of more than
-// kMaxImagePixels pixels are refused from their header, before any allocation.
+// kMaxImagePixels pixels are refused from their header, before any allocation; so are two kinds of corrupt file that
+// the stb_image of Debian (2.27) does not check itself: a JPEG Huffman table of more than 256 codes (it writes past
+// its tables) and a PNG chunk longer than the file (it allocates what the chunk declares). docs/testing.md.
 inline constexpr std::int64_t kMaxImagePixels = std::int64_t(1) << 26;  // 8192 × 8192
 Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>", int channels = 3);
 

@@ -246,8 +246,15 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
   SECTION("corrupt: a truncated PNG and a JPEG with its data cut") {
     const Bytes png = read_all(dir / "ok/0.png");
     write_file(dir / "cut.png", Bytes(png.begin(), png.begin() + std::ptrdiff_t(png.size() / 2)));
-    CHECK_THROWS_WITH(read_image(dir / "cut.png"),
-                      Contains("cut.png") && Contains("corrupt or truncated PNG") && Contains("stb_image"));
+    CHECK_THROWS_WITH(read_image(dir / "cut.png"), Contains("cut.png") && Contains("corrupt or truncated PNG: "));
+    // Chunks whole but the compressed data garbled: stb_image's reason.
+    Bytes garbled = png;
+    const auto idat = std::search(garbled.begin(), garbled.end(), std::begin("IDAT"), std::end("IDAT") - 1);
+    REQUIRE(idat != garbled.end());
+    std::fill(idat + 4, idat + 8, std::uint8_t(0xFF));  // the zlib header and the first bytes of the stream
+    write_file(dir / "garbled.png", garbled);
+    CHECK_THROWS_WITH(read_image(dir / "garbled.png"),
+                      Contains("garbled.png") && Contains("corrupt or truncated PNG image (stb_image: "));
     write_file(dir / "cut.jpg", Bytes{0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0x00});
     CHECK_THROWS_WITH(read_image(dir / "cut.jpg"), Contains("cut.jpg") && Contains("corrupt or truncated JPEG"));
   }
@@ -267,16 +274,23 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
     const Image from_file = read_image(dir / "ok/0.png"), from_memory = decode_image(png, "mem.png");
     CHECK(from_memory.pixels == from_file.pixels);
     CHECK(from_memory.height == 10);
-    // Width and height in IHDR (bytes 16–23, big-endian) set to 26000: 6.76e8 pixels from a 100-byte file, under
-    // stb_image's own limit (w·h·3 < 2^31), so it would allocate 2 GB before finding the data short (found while
-    // writing tests/fuzz/fuzz_image).
+    // Width and height in IHDR (bytes 16–23, big-endian) set to 12000: 1.44e8 RGB pixels from a 100-byte file, under
+    // stb_image's own limit (w·h·channels < 2^30), so it would allocate 432 MB before finding the data short (found
+    // while writing tests/fuzz/fuzz_image).
     Bytes huge = png;
+    for (int at : {16, 20}) {
+      huge[std::size_t(at) + 2] = 0x2E;
+      huge[std::size_t(at) + 3] = 0xE0;
+    }
+    CHECK_THROWS_WITH(decode_image(huge, "huge.png"),
+                      Contains("'huge.png': 12000×12000 pixels is more than 67108864"));
+    // Over stb_image's own limit (26000 × 26000 × 3 ≥ 2^30) it is stb_image that refuses.
     for (int at : {16, 20}) {
       huge[std::size_t(at) + 2] = 0x65;
       huge[std::size_t(at) + 3] = 0x90;
     }
-    CHECK_THROWS_WITH(decode_image(huge, "huge.png"),
-                      Contains("'huge.png': 26000×26000 pixels is more than 67108864"));
+    CHECK_THROWS_WITH(decode_image(huge, "huger.png"), Contains("'huger.png': corrupt or truncated PNG image (stb_image: "
+                                                                "too large)"));
     CHECK_THROWS_WITH(decode_image(Bytes{}, "nothing.png"), Contains("'nothing.png' is empty"));
   }
   SECTION("an empty class folder, a missing split, no class folders") {
@@ -292,4 +306,94 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
     const ImageFolder f = scan_image_folder(dir.path.string());
     CHECK_THROWS_WITH(load_image_folder(f, 8), Contains("1.png") && Contains("not a JPEG or PNG"));
   }
+}
+
+namespace {
+
+// A DHT segment (FF C4, length, one DC table 0) declaring `codes` codes: one of 15 bits, the rest of 16 bits (at
+// most 255 per length), values 0, 1, 2, ….
+Bytes dht_segment(int codes) {
+  Bytes counts(16, 0);
+  counts[14] = std::uint8_t(codes - 255);
+  counts[15] = 255;
+  const int length = 2 + 1 + 16 + codes;
+  Bytes seg{0xFF, 0xC4, std::uint8_t(length >> 8), std::uint8_t(length & 0xFF), 0x00};
+  seg.insert(seg.end(), counts.begin(), counts.end());
+  for (int v = 0; v < codes; ++v) seg.push_back(std::uint8_t(v));
+  return seg;
+}
+
+Bytes inserted(const Bytes& file, std::size_t at, const Bytes& part) {
+  Bytes out(file.begin(), file.begin() + std::ptrdiff_t(at));
+  out.insert(out.end(), part.begin(), part.end());
+  out.insert(out.end(), file.begin() + std::ptrdiff_t(at), file.end());
+  return out;
+}
+
+}  // namespace
+
+// Found by tests/fuzz/fuzz_image (UBSan: index 257 out of bounds for 'stbi_uc[257]' in stbi__build_huffman): the
+// stb_image of Debian (2.27) writes past its table arrays for a DHT table of more than 256 codes (docs/testing.md).
+TEST_CASE("image folder: a JPEG Huffman table of more than 256 codes is refused before stb_image reads it",
+          "[image_folder][errors]") {
+  TempDir dir("liere_image_dht");
+  write_jpg(dir / "a.jpg", 1, 12, 10);
+  const Bytes jpg = read_all(dir / "a.jpg");
+  REQUIRE(jpg.size() > 4);
+  REQUIRE((jpg[0] == 0xFF && jpg[1] == 0xD8 && jpg[jpg.size() - 2] == 0xFF && jpg[jpg.size() - 1] == 0xD9));
+  const Image plain = decode_image(jpg, "a.jpg");
+  // 256 codes is JPEG's limit and is accepted: the extra table for DC 0 comes first and the file's own DC 0 table
+  // replaces it, so the pixels are those of the file.
+  const Image with256 = decode_image(inserted(jpg, 2, dht_segment(256)), "a256.jpg");
+  CHECK(with256.pixels == plain.pixels);
+  // 257 codes: refused, wherever stb_image would read the segment. Right after SOI (table at byte 6, after FF D8,
+  // FF C4 and the length) ...
+  CHECK_THROWS_WITH(decode_image(inserted(jpg, 2, dht_segment(257)), "b.jpg"),
+                    Contains("'b.jpg': corrupt JPEG: the Huffman table at byte 6 (DHT segment at byte 2) declares 257 "
+                             "codes, at most 256 are possible"));
+  // ... after padding and fill bytes following the first segment (APP0), which stb_image skips between segments ...
+  Bytes padded{0x00, 0x00, 0xFF, 0xFF};
+  const Bytes seg257 = dht_segment(257);
+  padded.insert(padded.end(), seg257.begin() + 1, seg257.end());  // FF FF FF C4 …: the marker's FF is a fill byte
+  const std::size_t after_app0 = 4 + (std::size_t(jpg[4]) << 8 | jpg[5]);
+  REQUIRE(jpg[3] == 0xE0);
+  CHECK_THROWS_WITH(decode_image(inserted(jpg, after_app0, padded), "c.jpg"),
+                    Contains("'c.jpg': corrupt JPEG") && Contains("declares 257 codes"));
+  // ... and after the entropy-coded data of the scan, just before EOI, where stb_image reads it as the next marker
+  // (with the largest count JPEG's bytes can declare: 16 × 255).
+  Bytes counts_only{0xFF, 0xC4, 0x00, 0x13, 0x00};
+  counts_only.insert(counts_only.end(), 16, 0xFF);
+  CHECK_THROWS_WITH(decode_image(inserted(jpg, jpg.size() - 2, counts_only), "d.jpg"),
+                    Contains("'d.jpg': corrupt JPEG") && Contains("declares 4080 codes"));
+  // The same bytes inside an APP segment are data, not a table, and are not looked at.
+  const std::size_t app_length = 2 + seg257.size();
+  Bytes app{0xFF, 0xE1, std::uint8_t(app_length >> 8), std::uint8_t(app_length & 0xFF)};
+  app.insert(app.end(), seg257.begin(), seg257.end());
+  CHECK(decode_image(inserted(jpg, 2, app), "e.jpg").pixels == plain.pixels);
+}
+
+// Found by tests/fuzz/fuzz_image as inputs of several seconds each: a PNG whose IDAT chunk declares 1.2 GB made
+// stb_image allocate 2 GB before finding the data short; such a chunk is refused from its length (docs/testing.md).
+TEST_CASE("image folder: a PNG chunk longer than the file is refused before stb_image allocates for it",
+          "[image_folder][errors]") {
+  TempDir dir("liere_image_chunk");
+  write_png(dir / "a.png", 1, 4, 2);
+  const Bytes png = read_all(dir / "a.png");
+  const Image plain = decode_image(png, "a.png");
+  CHECK(plain.width == 4);
+  const auto idat = std::search(png.begin(), png.end(), std::begin("IDAT"), std::end("IDAT") - 1);
+  REQUIRE(idat != png.end());
+  const std::size_t at = std::size_t(idat - png.begin()) - 4;  // the chunk's length field
+  Bytes huge = png;
+  huge[at] = 0x4C;
+  huge[at + 1] = 0x00;
+  huge[at + 2] = 0x00;
+  huge[at + 3] = 0x0C;
+  CHECK_THROWS_WITH(decode_image(huge, "huge_idat.png"),
+                    Contains("'huge_idat.png': corrupt or truncated PNG: chunk 'IDAT' at byte " + std::to_string(at) +
+                             " declares 1275068428 bytes of data, the file has " +
+                             std::to_string(png.size() - at - 8) + " bytes left"));
+  // The file's last CRC (IEND's) missing is not looked at, as stb_image does not read it.
+  const Bytes no_last_crc(png.begin(), png.end() - 4);
+  CHECK(decode_image(no_last_crc, "short.png").pixels == plain.pixels);
 }

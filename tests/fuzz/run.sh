@@ -27,6 +27,10 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   for f in "$BUILD"/tests/fuzz/fuzz_*; do [ -x "$f" ] && TARGETS+=("$(basename "$f")"); done
 fi
 
+# Every sanitizer finding stops the run (halt_on_error), except the one third-party check tests/fuzz/ubsan.supp
+# names (docs/testing.md).
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/fuzz/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
 status=0
 summary=()
 for t in "${TARGETS[@]}"; do
@@ -38,17 +42,29 @@ for t in "${TARGETS[@]}"; do
   [ "$t" = fuzz_cifar ] && max_len=8192   # two or three 3073-byte records
   log="$BUILD/fuzz-$t.log"
   echo "== $t: $RUNS runs (log: $log)"
+  timing=()
+  [ -x /usr/bin/time ] && timing=(/usr/bin/time -o "$log.time" -f '%U %S')
   set +e
-  nice -n "$NICE" "$BUILD/tests/fuzz/$t" "$work" "$seeds" -runs="$RUNS" -max_total_time="$SECONDS_PER_TARGET" \
-    -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix="$art" >"$log" 2>&1
+  "${timing[@]}" nice -n "$NICE" "$BUILD/tests/fuzz/$t" "$work" "$seeds" -runs="$RUNS" \
+    -max_total_time="$SECONDS_PER_TARGET" -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+    -artifact_prefix="$art" >"$log" 2>&1
   rc=$?
   set -e
   done_line=$(grep -E '^Done [0-9]+ runs' "$log" | tail -1 || true)
+  cpu=""
+  [ -f "$log.time" ] && cpu=$(awk 'END { printf ", %.0f s of CPU", $1 + $2 }' "$log.time")
   if [ $rc -ne 0 ]; then
     status=1
-    summary+=("$t: FAILED (exit $rc; see $log and $art)")
+    # libFuzzer's own exit codes; a sanitizer report, a crash or a FUZZ_CHECK is 1 (or 77 with -error_exitcode).
+    case $rc in
+      70) why="a timeout: one input ran over 20 s" ;;
+      71) why="out of memory: over 2048 MB" ;;
+      72) why="interrupted by SIGINT or SIGTERM, not a finding" ;;
+      *) why="a crash, sanitizer report or broken invariant" ;;
+    esac
+    summary+=("$t: FAILED (exit $rc: $why; see $log and $art)")
   else
-    summary+=("$t: ${done_line:-finished}")
+    summary+=("$t: ${done_line:-finished}$cpu")
   fi
   echo "${summary[-1]}"
 done

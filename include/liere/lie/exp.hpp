@@ -364,9 +364,11 @@ typename Derived::PlainObject exp(const Eigen::MatrixBase<Derived>& a) {
   if (n == 1) {
     rd(0, 0) = 1.0;  // so(1) = {0}
   } else if (n == 2) {
-    detail::exp2_closed(ad, rd);
+    // (A fixed size is n itself: the closed forms are only instantiated for the size they read, so that a 1×1
+    // instance holds no out-of-bounds a(0, 1) even in a branch it never takes.)
+    if constexpr (N == Eigen::Dynamic || N == 2) detail::exp2_closed(ad, rd);
   } else if (n == 3) {
-    detail::exp3_closed(ad, rd);
+    if constexpr (N == Eigen::Dynamic || N == 3) detail::exp3_closed(ad, rd);
   } else if constexpr (N == Eigen::Dynamic || N > 16) {
     Eigen::MatrixXd r(n, n);  // large working sets live on the heap
     detail::expm_ss(Eigen::MatrixXd(ad), r);
