@@ -351,23 +351,13 @@ int main(int argc, char** argv) {
       std::cerr << "table: " << compare_json << "\n";
     }
     if (!compare_png.empty()) {
-      plot::BarChart bc;
-      bc.title = "Arrow task: test accuracy (" + std::to_string(ao.test_n) + " held-out samples, 95% CI)";
-      bc.x_label = "image size";
-      bc.y_label = "accuracy (%)";
-      bc.bars = labels;
-      for (int r : res) bc.groups.push_back(std::to_string(r) + "x" + std::to_string(r));
-      bc.values.assign(res.size(), std::vector<double>(labels.size(), NAN));
-      bc.lo = bc.hi = bc.values;
-      for (std::size_t g = 0, k = 0; g < res.size(); ++g)
-        for (std::size_t b = 0; b < labels.size(); ++b, ++k) {
-          bc.values[g][b] = 100 * runs[k].result.acc;
-          bc.lo[g][b] = 100 * runs[k].result.ci.lo;
-          bc.hi[g][b] = 100 * runs[k].result.ci.hi;
-        }
-      bc.y_min = 0;
-      bc.y_max = 100;
-      plot::bar_chart(compare_png, bc);
+      std::vector<std::string> groups;
+      for (int r : res) groups.push_back(std::to_string(r) + "x" + std::to_string(r));
+      std::vector<const app::EvalResult*> results;
+      for (const auto& r : runs) results.push_back(&r.result);
+      app::write_accuracy_chart(compare_png, "Arrow task: test accuracy (" + std::to_string(ao.test_n) +
+                                                 " held-out samples, 95% CI)",
+                                "image size", groups, labels, results);
       std::cerr << "chart: " << compare_png << "\n";
     }
     if (!opt.summary_json.empty()) {

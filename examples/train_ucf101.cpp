@@ -14,7 +14,6 @@
 #include <app/trainer.hpp>
 #include <data_tools/augment.hpp>
 #include <data_tools/moving_objects.hpp>
-#include <data_tools/plot.hpp>
 #include <data_tools/ucf101.hpp>
 #include <liere/io/atomic_file.hpp>
 
@@ -589,22 +588,11 @@ int main(int argc, char** argv) {
       std::cerr << "table: " << compare_json << "\n";
     }
     if (!compare_png.empty()) {
-      plot::BarChart bc;
-      bc.title = d.name + ": test accuracy (" + std::to_string(d.test_index.size()) + " clips, 95% CI)";
-      bc.x_label = "clips " + std::to_string(T) + "x" + std::to_string(S) + "x" + std::to_string(S);
-      bc.y_label = "accuracy (%)";
-      bc.bars = labels;
-      bc.groups = {d.name};
-      bc.values.assign(1, std::vector<double>(runs.size()));
-      bc.lo = bc.hi = bc.values;
-      for (std::size_t k = 0; k < runs.size(); ++k) {
-        bc.values[0][k] = 100 * runs[k].result.acc;
-        bc.lo[0][k] = 100 * runs[k].result.ci.lo;
-        bc.hi[0][k] = 100 * runs[k].result.ci.hi;
-      }
-      bc.y_min = 0;
-      bc.y_max = 100;
-      plot::bar_chart(compare_png, bc);
+      std::vector<const app::EvalResult*> results;
+      for (const auto& r : runs) results.push_back(&r.result);
+      app::write_accuracy_chart(compare_png, d.name + ": test accuracy (" + std::to_string(d.test_index.size()) + " clips, 95% CI)",
+                                "clips " + std::to_string(T) + "x" + std::to_string(S) + "x" + std::to_string(S), {d.name},
+                                labels, results);
       std::cerr << "chart: " << compare_png << "\n";
     }
     if (!opt.summary_json.empty()) {

@@ -1,6 +1,8 @@
 // examples/app/compare.cpp — encoding labels and lists for --compare.
 #include <app/compare.hpp>
 
+#include <data_tools/plot.hpp>
+
 #include <regex>
 #include <sstream>
 
@@ -25,6 +27,31 @@ std::vector<std::string> split_list(const std::string& s) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+void write_accuracy_chart(const std::string& path, const std::string& title, const std::string& x_label,
+                          const std::vector<std::string>& groups, const std::vector<std::string>& bars,
+                          const std::vector<const EvalResult*>& results) {
+  LIERE_ENSURE(results.size() == groups.size() * bars.size(),
+               "write_accuracy_chart: " << results.size() << " results for " << groups.size() << " groups x "
+                                        << bars.size() << " bars");
+  plot::BarChart bc;
+  bc.title = title;
+  bc.x_label = x_label;
+  bc.y_label = "accuracy (%)";
+  bc.bars = bars;
+  bc.groups = groups;
+  bc.values.assign(groups.size(), std::vector<double>(bars.size()));
+  bc.lo = bc.hi = bc.values;
+  for (std::size_t g = 0, k = 0; g < groups.size(); ++g)
+    for (std::size_t b = 0; b < bars.size(); ++b, ++k) {
+      bc.values[g][b] = 100 * results[k]->acc;
+      bc.lo[g][b] = 100 * results[k]->ci.lo;
+      bc.hi[g][b] = 100 * results[k]->ci.hi;
+    }
+  bc.y_min = 0;
+  bc.y_max = 100;
+  plot::bar_chart(path, bc);
 }
 
 }  // namespace liere::app

@@ -4,6 +4,7 @@
 //   for (const auto& l : app::split_list("abs,liere8")) cfg.pe = app::parse_pe_label(l, base_pe);
 #pragma once
 
+#include <app/trainer.hpp>
 #include <liere/pe/config.hpp>
 
 #include <string>
@@ -17,5 +18,11 @@ PEConfig parse_pe_label(const std::string& label, const PEConfig& base);
 
 // "a,b,,c" → {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_list(const std::string& s);
+
+// The --compare-png bar chart: test accuracy in % with the 95% CI as whiskers, on a 0–100 axis.
+// results[g * bars.size() + b] is bar b (an encoding) of group g (an image size, a data set).
+void write_accuracy_chart(const std::string& path, const std::string& title, const std::string& x_label,
+                          const std::vector<std::string>& groups, const std::vector<std::string>& bars,
+                          const std::vector<const EvalResult*>& results);
 
 }  // namespace liere::app
