@@ -2,21 +2,19 @@
 #include <data_tools/moving_objects.hpp>
 
 #include <liere/core/rng.hpp>
+#include <liere/io/atomic_file.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <numbers>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 namespace liere::data {
 
@@ -62,21 +60,10 @@ void draw_square(float* planes, int S, double cx, double cy, double side, const 
   }
 }
 
-// Writes `text` to `path` under a temporary name, then renames it.
+// Writes `text` to `path` atomically (fsync, rename, fsync of the directory), under a temporary name of its own:
+// several generator threads or processes may write into one folder.
 void write_text_atomic(const fs::path& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  const fs::path temp = path.parent_path() / (path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                              std::to_string(counter++));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    LIERE_ENSURE(out, "cannot create '" << temp.string() << "': " << std::strerror(errno));
-    out << text;
-    out.flush();
-    LIERE_ENSURE(out.good(), "error writing '" << temp.string() << "'");
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  LIERE_ENSURE(!ec, "cannot rename '" << temp.string() << "' to '" << path.string() << "': " << ec.message());
+  liere::io::write_file_atomic(path.string(), text, liere::io::AtomicWriteOptions::unique("passing task"));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // data_tools/ucf101.cpp — UCF101 split lists, the clip cache and the data set (formats in ucf101.hpp).
 #include <data_tools/ucf101.hpp>
 
+#include <liere/io/atomic_file.hpp>
+
 #include <zlib.h>
 
 #include <sys/stat.h>
@@ -106,8 +108,6 @@ bool source_stamp(const std::string& path, std::uint64_t& size, std::int64_t& mt
   mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + std::int64_t(st.st_mtim.tv_nsec);
   return true;
 }
-
-std::atomic<unsigned> g_cache_temp_counter{0};
 
 }  // namespace
 
@@ -336,29 +336,14 @@ void ClipCache::write(const std::string& key, const std::string& source, const C
   std::uint8_t trailer[4];
   put_u32(trailer, crc);
 
-  const std::string temp =
-      file + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_cache_temp_counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    LIERE_ENSURE(out, "clip cache: cannot create '" << temp << "': " << std::strerror(errno));
-    out.write(reinterpret_cast<const char*>(h), kCacheHeader);
-    out.write(key.data(), std::streamsize(key.size()));
-    out.write(reinterpret_cast<const char*>(pixels), std::streamsize(payload));
-    out.write(reinterpret_cast<const char*>(trailer), 4);
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(temp, ec);
-      LIERE_ENSURE(false, "clip cache: error writing '" << temp << "' (disk full?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, file, ec);
-  if (ec) {
-    std::error_code ec2;
-    fs::remove(temp, ec2);
-    LIERE_ENSURE(false, "clip cache: cannot rename '" << temp << "' to '" << file << "': " << ec.message());
-  }
+  // Atomic and durable (fsync, rename, fsync of the folder) under a temporary name of this writer's own: threads
+  // and processes may fill one cache folder at once, and the last rename wins.
+  liere::io::write_file_atomic(file,
+                               {{h, kCacheHeader},
+                                {key.data(), key.size()},
+                                {pixels, payload},
+                                {trailer, 4}},
+                               liere::io::AtomicWriteOptions::unique("clip cache"));
   ++writes_;
 }
 

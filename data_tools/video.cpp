@@ -1,6 +1,8 @@
 // data_tools/video.cpp — FFmpeg decoding, frame sampling and encoding (the rules in video.hpp).
 #include <data_tools/video.hpp>
 
+#include <liere/io/atomic_file.hpp>
+
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -10,7 +12,6 @@ extern "C" {
 }
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdarg>
@@ -141,13 +142,8 @@ bool is_yuv(AVPixelFormat f) {
 
 constexpr int kSwsFlags = SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP;
 
-std::atomic<unsigned> g_temp_counter{0};
-
 // A name beside `path` that no other writer (process or thread) uses.
-fs::path temp_name(const fs::path& path) {
-  return path.parent_path() / (path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(g_temp_counter++));
-}
+fs::path temp_name(const fs::path& path) { return liere::io::unique_temp_path(path.string()); }
 
 }  // namespace
 
@@ -628,10 +624,9 @@ void write_video(const std::string& path, const std::uint8_t* frames, FrameLayou
   r = avio_closep(&o.oc->pb);
   LIERE_ENSURE(r >= 0, "write_video '" << path << "': cannot close '" << o.temp.string() << "' (" << describe(r) << ")");
 
-  std::error_code ec;
-  fs::rename(o.temp, final_path, ec);
-  LIERE_ENSURE(!ec, "write_video: cannot rename '" << o.temp.string() << "' to '" << path << "': " << ec.message());
-  o.committed = true;
+  // fsync, rename, fsync of the folder; on failure the temporary file is removed and `path` left as it was.
+  o.committed = true;  // commit_file_atomic removes the temporary file itself if it fails
+  liere::io::commit_file_atomic(o.temp.string(), final_path.string(), "write_video");
 }
 
 std::string ffmpeg_versions() {

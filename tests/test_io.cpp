@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -17,7 +18,10 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "temp_dir.hpp"
 
@@ -354,6 +358,72 @@ TEST_CASE("write_file_atomic: the old file survives any failure and no .tmp rema
   }
   CHECK(read_bytes(path) == "old content");
   CHECK_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST_CASE("write_file_atomic with unique_temp: racing writers leave one whole file and no temporary", "[io][atomic]") {
+  TempDir dir;
+  const std::string path = dir.file("shared.bin");
+  // Four threads write the same path, each a different 64 KiB payload of one repeated byte: with one shared
+  // "<path>.tmp" they would truncate and interleave each other's bytes; with names of their own the last rename
+  // wins and the file is one writer's payload, whole.
+  constexpr int kThreads = 4, kRounds = 20;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string payload(1 << 16, char('a' + t));
+      for (int r = 0; r < kRounds; ++r) {
+        try {
+          liere::io::write_file_atomic(path, payload, liere::io::AtomicWriteOptions::unique("racer"));
+        } catch (...) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  CHECK(failures == 0);
+  const std::string got = read_bytes(path);
+  REQUIRE(got.size() == std::size_t(1) << 16);
+  CHECK(got.find_first_not_of(got[0]) == std::string::npos);
+  CHECK(got[0] >= 'a');
+  CHECK(got[0] < char('a' + kThreads));
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) leftovers += e.path().filename() != "shared.bin";
+  CHECK(leftovers == 0);
+  // Temporary names differ between calls and carry the process id.
+  const std::string a = liere::io::unique_temp_path(path), b = liere::io::unique_temp_path(path);
+  CHECK(a != b);
+  CHECK_THAT(a, Catch::StartsWith(path + ".tmp-" + std::to_string(long(::getpid())) + "-"));
+}
+
+TEST_CASE("commit_file_atomic moves a finished file into place, or leaves the old one and no temporary", "[io][atomic]") {
+  TempDir dir;
+  const std::string path = dir.file("clip.avi");
+  liere::io::write_file_atomic(path, "old");
+  const std::string temp = liere::io::unique_temp_path(path);
+  {
+    std::ofstream(temp, std::ios::binary) << "written by another library";
+  }
+  liere::io::commit_file_atomic(temp, path, "write_video");
+  CHECK(read_bytes(path) == "written by another library");
+  CHECK_FALSE(fs::exists(temp));
+
+  SECTION("the temporary file is missing") {
+    CHECK_THROWS_WITH(liere::io::commit_file_atomic(dir.file("gone.tmp-1-1"), path, "write_video"),
+                      Contains("write_video: cannot open") && Contains("gone.tmp-1-1"));
+  }
+  SECTION("the rename fails (the target is a non-empty directory)") {
+    const std::string target = dir.file("target");
+    fs::create_directories(target + "/inside");
+    const std::string t2 = liere::io::unique_temp_path(target);
+    std::ofstream(t2, std::ios::binary) << "x";
+    CHECK_THROWS_WITH(liere::io::commit_file_atomic(t2, target, "write_video"),
+                      Contains("write_video: cannot rename") && Contains(target));
+    CHECK_FALSE(fs::exists(t2));
+    CHECK(fs::is_directory(target + "/inside"));
+  }
+  CHECK(read_bytes(path) == "written by another library");
 }
 
 // ==== safetensors ==========================================================================================

@@ -9,11 +9,17 @@
 //
 // Several pieces (a header, then each tensor) are written in order without joining them first:
 //   write_file_atomic(path, {{&n, 8}, {header.data(), header.size()}, {w.data(), w.bytes}}, {.what = "..."});
+//
+// Writers that may race on one path (threads or processes filling a shared cache) ask for a temporary name of
+// their own, "<path>.tmp-<pid>-<n>" (AtomicWriteOptions::unique("who")); the last rename wins and no reader sees half a file.
+// A file that another library writes itself (an FFmpeg muxer) is written under unique_temp_path(path) and then
+// made durable and moved into place by commit_file_atomic(temp, path).
 #pragma once
 
 #include <liere/core/config.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -22,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -35,6 +42,16 @@ struct AtomicWriteOptions {
   // Called after each successful write() with (bytes written so far, total bytes); may throw (tests use it to
   // simulate a failure in the middle of a write).
   std::function<void(std::size_t written, std::size_t total)> on_write;
+  // Write under "<path>.tmp-<pid>-<n>" (unique in this process and among processes) instead of "<path>.tmp".
+  bool unique_temp = false;
+
+  // {what, unique_temp = true}: for writers that may race on one path.
+  static AtomicWriteOptions unique(std::string what) {
+    AtomicWriteOptions o;
+    o.what = std::move(what);
+    o.unique_temp = true;
+    return o;
+  }
 };
 
 // A run of bytes to write (not owned).
@@ -53,7 +70,47 @@ inline std::string directory_of(const std::string& path) {
   return slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
+// fsyncs the directory that holds `path`, so that a rename into it survives a crash.
+inline void fsync_directory_of(const std::string& path) {
+  const int dfd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 }  // namespace detail
+
+// A temporary name beside `path` that no other writer uses: "<path>.tmp-<pid>-<n>".
+inline std::string unique_temp_path(const std::string& path) {
+  static std::atomic<unsigned long> counter{0};
+  return path + ".tmp-" + std::to_string(long(::getpid())) + "-" + std::to_string(counter++);
+}
+
+// Makes the finished file `temp` durable (fsync) and renames it over `path`, then fsyncs the directory. On failure
+// `temp` is removed, `path` is left as it was, and the liere::Error names `what`, the files and the reason.
+inline void commit_file_atomic(const std::string& temp, const std::string& path, const std::string& what) {
+  using detail::errno_text;
+  const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    ::unlink(temp.c_str());
+    LIERE_ENSURE(false, what << ": cannot open '" << temp << "' to make it durable: " << errno_text(e));
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(temp.c_str());
+    LIERE_ENSURE(false, what << ": fsync of '" << temp << "' failed: " << errno_text(e));
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(temp.c_str());
+    LIERE_ENSURE(false, what << ": cannot rename '" << temp << "' to '" << path << "': " << errno_text(e));
+  }
+  detail::fsync_directory_of(path);
+}
 
 // Writes the pieces, in order, as the new content of `path`, atomically (see the file comment).
 inline void write_file_atomic(const std::string& path, std::span<const Bytes> pieces, const AtomicWriteOptions& opt = {}) {
@@ -61,7 +118,7 @@ inline void write_file_atomic(const std::string& path, std::span<const Bytes> pi
   std::size_t total = 0;
   for (const Bytes& b : pieces) total += b.size;
 
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = opt.unique_temp ? unique_temp_path(path) : path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LIERE_ENSURE(fd >= 0, opt.what << ": cannot create '" << tmp << "': " << errno_text(errno));
   bool fd_open = true;
@@ -103,12 +160,7 @@ inline void write_file_atomic(const std::string& path, std::span<const Bytes> pi
     ::unlink(tmp.c_str());
     throw;
   }
-  // Make the rename itself durable.
-  const int dfd = ::open(detail::directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  detail::fsync_directory_of(path);  // make the rename itself durable
 }
 
 inline void write_file_atomic(const std::string& path, std::initializer_list<Bytes> pieces,
