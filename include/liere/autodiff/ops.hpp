@@ -66,7 +66,7 @@ VarT<S> linear(TapeT<S>& tape, const VarT<S>& x, const VarT<S>& w, const VarT<S>
 // Layer normalisation over the last dimension.   x (..., C), w (C), b (C)
 template <class S>
 VarT<S> layernorm(TapeT<S>& tape, const VarT<S>& x, const VarT<S>& w, const VarT<S>& b,
-                  double eps = cpu::kLayerNormEps) {
+                  double eps = kernels::kLayerNormEps) {
   const Index C = x.shape().back(), N = x.shape().rows();
   LIERE_ENSURE(w.numel() == C && b.numel() == C,
                "layernorm: input " << x.shape() << " with weight " << w.shape() << " and bias " << b.shape());
@@ -83,7 +83,7 @@ VarT<S> layernorm(TapeT<S>& tape, const VarT<S>& x, const VarT<S>& w, const VarT
       S* dw = gw.acc();
       S* db = gb.acc();
       TensorT<S> scratch;
-      if (dw || db) scratch = TensorT<S>(Shape{cpu::layernorm_backward_scratch(N, C)}, dev);
+      if (dw || db) scratch = TensorT<S>(Shape{kernels::layernorm_backward_scratch(N, C)}, dev);
       LIERE_DISPATCH(S, dev, layernorm_backward, xv.data(), wv.data(), mean.data(), rstd.data(), dy, dx, dw, db,
                      scratch.data(), N, C);
     });

@@ -12,7 +12,7 @@ class LayerNormT {
  public:
   LayerNormT() = default;
   // Registers <name>.weight (dim) = 1 and <name>.bias (dim) = 0.
-  LayerNormT(ParamsT<S>& params, const std::string& name, Index dim, double eps = cpu::kLayerNormEps)
+  LayerNormT(ParamsT<S>& params, const std::string& name, Index dim, double eps = kernels::kLayerNormEps)
       : dim_(dim), eps_(eps) {
     LIERE_ENSURE(dim > 0, "LayerNorm " << name << ": dim must be positive, got " << dim);
     weight_ = params.add(join(name, "weight"), Shape{dim});
@@ -31,7 +31,7 @@ class LayerNormT {
  private:
   ParameterT<S> weight_, bias_;
   Index dim_ = 0;
-  double eps_ = cpu::kLayerNormEps;
+  double eps_ = kernels::kLayerNormEps;
 };
 
 using LayerNorm = LayerNormT<float>;

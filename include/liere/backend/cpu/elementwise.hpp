@@ -9,10 +9,14 @@
 //   sum            y = Σ x                        dx += dy (a scalar)
 //   accumulate     d += s                         the "+=" of every backward, in parallel
 //   fill, copy     p = v, dst = src               what tensors do with their memory (tensor/tensor.hpp)
+//   copy_bytes     the seam's copy between two buffers on the host (CudaOps::copy_bytes has the same signature and
+//                  also moves bytes to and from a device)
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <liere/backend/cpu/common.hpp>
+#include <liere/core/device.hpp>
 
 namespace liere::cpu {
 
@@ -37,6 +41,19 @@ void copy(S* dst, const S* src, Index n) {
     const Index b = c * chunk, e = std::min(n, b + chunk);
     std::memcpy(dst + b, src + b, std::size_t(e - b) * sizeof(S));
   }
+}
+
+// `bytes` bytes from src to dst, both in host memory (a device buffer here is a caller's bug: the dispatch sends
+// every copy that touches a device to the CUDA backend).
+inline void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  LIERE_ENSURE(dst_device == Device::cpu && src_device == Device::cpu,
+               "cpu::copy_bytes: a copy from " << to_string(src_device) << " to " << to_string(dst_device)
+                                               << " is not a host copy");
+  // In 4-byte words where it can (the grain of copy is in elements: the same threading as a float copy).
+  if (bytes % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 4 == 0)
+    copy(static_cast<std::uint32_t*>(dst), static_cast<const std::uint32_t*>(src), Index(bytes / 4));
+  else
+    copy(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), Index(bytes));
 }
 
 template <class S>

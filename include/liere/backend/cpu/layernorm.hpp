@@ -19,7 +19,7 @@
 
 namespace liere::cpu {
 
-inline constexpr double kLayerNormEps = 1e-5;
+using kernels::kLayerNormEps;
 
 template <class S>
 void layernorm_forward(const S* x,   // (N, C)
@@ -34,9 +34,9 @@ void layernorm_forward(const S* x,   // (N, C)
   for (Index n = 0; n < N; ++n) kernels::layernorm_row_forward(x + n * C, g, b, y + n * C, mean + n, rstd + n, C, inv_c, S(eps));
 }
 
-// Elements of the scratch buffer layernorm_backward needs for dγ, dβ (per-chunk partial sums), for N rows of C.
-inline constexpr Index kLayerNormChunk = 64;  // rows per partial sum (fixed: independent of the thread count)
-inline Index layernorm_backward_scratch(Index N, Index C) { return (N + kLayerNormChunk - 1) / kLayerNormChunk * 2 * C; }
+// The scratch buffer layernorm_backward needs for dγ, dβ: kernels::layernorm_backward_scratch(N, C) elements.
+using kernels::kLayerNormChunk;
+using kernels::layernorm_backward_scratch;
 
 template <class S>
 void layernorm_backward(const S* x,     // (N, C)

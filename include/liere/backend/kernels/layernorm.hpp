@@ -11,6 +11,15 @@
 
 namespace liere::kernels {
 
+inline constexpr double kLayerNormEps = 1e-5;  // the default ε of every LayerNorm (PyTorch's)
+
+// dγ and dβ are summed per chunk of kLayerNormChunk rows (a fixed split, independent of the thread or block count),
+// then the chunks in order: layernorm_backward_scratch(N, C) elements hold the (nchunks, 2, C) partial sums.
+inline constexpr Index kLayerNormChunk = 64;
+LIERE_HOST_DEVICE inline constexpr Index layernorm_backward_scratch(Index N, Index C) {
+  return (N + kLayerNormChunk - 1) / kLayerNormChunk * 2 * C;
+}
+
 template <class S>
 LIERE_HOST_DEVICE inline void layernorm_row_forward(const S* xr, const S* g, const S* b, S* yr, S* mean, S* rstd,
                                                     Index C, S inv_c, S eps) {
