@@ -17,7 +17,7 @@
 // docs/arrows.md gives the exact rules, the drawing and the measured speed.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 
 #include <array>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // data_tools/jsonl.cpp — JSON-lines rows read with liere/io/json.hpp (ParseOptions::jsonl_row).
 #include <data_tools/jsonl.hpp>
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/io/json.hpp>
 
 #include <fstream>

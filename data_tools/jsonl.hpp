@@ -8,7 +8,7 @@
 // liere/io/json.hpp's (ParseOptions::jsonl_row and allow_nonfinite); this header keeps the flat-row API.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 
 #include <iosfwd>
 #include <map>

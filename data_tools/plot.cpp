@@ -2,7 +2,7 @@
 // and the three chart kinds built on it.
 #include <data_tools/plot.hpp>
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 
 #include <stb_image_write.h>
 #include <stb_truetype.h>

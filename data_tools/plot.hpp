@@ -13,7 +13,7 @@
 // Errors (empty series, mismatched lengths, unwritable path, missing font) throw liere::Error.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 
 #include <cstddef>
 #include <cstdint>

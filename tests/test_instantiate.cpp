@@ -2,6 +2,7 @@
 // every member compiles (STYLE.md), plus the compile-time facts of DESIGN.md's API.
 #include <catch2/catch.hpp>
 
+#include <liere/config.hpp>  // the deprecated shim still compiles (nothing of liere includes it: test_layers)
 #include <liere/liere.hpp>
 
 template class liere::LieRE<2, 64, 8, double>;

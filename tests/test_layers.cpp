@@ -138,3 +138,30 @@ TEST_CASE("the layer rules are not vacuous: a made-up wrong include is caught", 
   CHECK(!allowed().at("pe").count(layer_of("attention.hpp")));
   CHECK(!allowed().at("core").count(layer_of("pe/blocks.hpp")));
 }
+
+TEST_CASE("nothing in the library, the programs or the data tools includes the deprecated liere/config.hpp", "[layers]") {
+  // liere/config.hpp only forwards to liere/core/config.hpp for code written against earlier versions
+  // (test_instantiate still compiles it); liere's own files name the real header.
+  const fs::path src(LIERE_SOURCE_DIR);
+  const std::regex shim(R"(^\s*#\s*include\s*[<"]liere/config\.hpp[>"])");
+  std::vector<std::string> users;
+  std::size_t files = 0;
+  for (const char* dir : {"include", "examples", "data_tools", "bench"}) {
+    for (const auto& e : fs::recursive_directory_iterator(src / dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string ext = e.path().extension().string();
+      if (ext != ".hpp" && ext != ".cpp" && ext != ".cu" && ext != ".cuh" && ext != ".h") continue;
+      if (e.path() == src / "include" / "liere" / "config.hpp") continue;
+      ++files;
+      std::ifstream in(e.path());
+      std::string line;
+      while (std::getline(in, line))
+        if (std::regex_search(line, shim)) users.push_back(fs::relative(e.path(), src).generic_string());
+    }
+  }
+  REQUIRE(files > 60);  // the tree was found
+  std::string list;
+  for (const auto& u : users) list += u + " ";
+  INFO("files including liere/config.hpp: " << list);
+  CHECK(users.empty());
+}

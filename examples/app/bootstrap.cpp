@@ -1,7 +1,7 @@
 // examples/app/bootstrap.cpp — the percentile and paired bootstraps (estimators in bootstrap.hpp).
 #include <app/bootstrap.hpp>
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/core/rng.hpp>
 
 #include <algorithm>

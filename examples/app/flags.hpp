@@ -11,7 +11,7 @@
 // A bad command line throws UsageError; run_main turns it into exit code 2 with a pointer to --help.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/pe/config.hpp>
 
 #include <cstdint>

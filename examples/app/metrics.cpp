@@ -1,7 +1,7 @@
 // examples/app/metrics.cpp — metrics rows, summaries and predictions files (formats in metrics.hpp).
 #include <app/metrics.hpp>
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/io/atomic_file.hpp>
 
 #include <cerrno>

@@ -1,7 +1,7 @@
 // examples/app/progress.cpp — the progress bar's two modes (terminal and plain lines).
 #include <app/progress.hpp>
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -24,7 +24,7 @@
 #pragma once
 
 #include <functional>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/backend/cpu/elementwise.hpp>
 #include <liere/backend/dispatch.hpp>
 #include <liere/core/rng.hpp>

@@ -26,7 +26,7 @@
 #endif
 #include <cmath>
 #include <limits>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <type_traits>
 
 namespace liere {

@@ -12,7 +12,7 @@ LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Eigenvalues>
 LIERE_THIRD_PARTY_END
 #include <cmath>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <numbers>
 #include <vector>
 

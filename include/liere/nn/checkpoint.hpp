@@ -12,7 +12,7 @@
 #pragma once
 
 #include <liere/autodiff/tape.hpp>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/io/safetensors.hpp>
 #include <liere/nn/module.hpp>
 #include <liere/optim/adam.hpp>

@@ -15,7 +15,7 @@
 #pragma once
 
 #include <liere/autodiff/tape.hpp>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/tensor/random.hpp>
 #include <string>
 #include <unordered_map>

@@ -10,7 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <numbers>
 
 namespace liere::optim {

@@ -2,7 +2,7 @@
 // (from a command line, a config file) to a compile-time one.
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <type_traits>
 #include <utility>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cmath>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <liere/pe/blocks.hpp>
 #include <liere/pe/positions.hpp>
 #include <map>

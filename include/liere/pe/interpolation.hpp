@@ -36,7 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <sstream>
 #include <string>
 #include <type_traits>

@@ -16,7 +16,7 @@
 //   center    the centre of the grid (ComRoPE)
 #pragma once
 
-#include <liere/config.hpp>
+#include <liere/core/config.hpp>
 #include <string>
 #include <vector>
 
