@@ -329,8 +329,7 @@ class RotationTables : public torch::autograd::Function<RotationTables> {
 };
 
 at::Tensor rotation_tables(const at::Tensor& bases, const at::Tensor& positions) {
-  check_tables_input(bases, positions);
-  return RotationTables::apply(bases, positions);
+  return RotationTables::apply(bases, positions);  // the inputs are checked by forward (check_tables_input)
 }
 
 std::string torch_version() { return TORCH_VERSION; }
