@@ -1,0 +1,352 @@
+// python/csrc/liere_torch.cpp — liere's so(n) exponential and LieRE rotation tables as PyTorch operators.
+//
+//   torch.ops.liere.so_exp(X)                       X (…, b, b) skew-symmetric → exp(X) (…, b, b)
+//   torch.ops.liere.rotation_tables(bases, pos)     bases (d, *S, b, b) skew, pos (*P, d)
+//                                                   → R (*P, *S, b, b) = exp(Σ_i pos[…, i] · bases[i])
+//   torch.ops.liere.torch_version()                 the libtorch version this library was compiled against
+//   torch.ops.liere.liere_version()                 liere's version
+//
+// Both maps run liere's code (lie/exp.hpp): the exponential in double (closed forms for b = 2, 3, scaling and
+// squaring of the degree-18 Taylor polynomial otherwise, with the skew-symmetric scaling), and the backward as
+// the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input. Nothing of
+// torch's matrix_exp is used.
+//
+// The functions are maps on so(n): an input is read through its skew-symmetric part skew(X) = (X − Xᵀ)/2 (after
+// a check that it is skew to a stated tolerance), so the gradient of a raw input is skew(L). For any input
+// built skew-symmetric (W − Wᵀ, the official LieRE parametrisation) the chain rule gives the same parameter
+// gradient as torch.matrix_exp's.
+//
+// rotation_tables keeps nothing for the backward but its two inputs: each A(p) = Σ_i p_i B_i is formed again
+// per (position, set) in the backward; the gradients are dB_i = skew(Σ_p p_i L_p) and dp_i = Σ_S ⟨L_p, B_i⟩,
+// two matrix products over the adjoints L_p (one buffer of the output's size, freed at the end of the backward).
+//
+// Dimension letters: d position axes, S the set shape (e.g. layers × blocks), P the position shape, b the block.
+//
+// CPU tensors only: Debian's libtorch has no CUDA, and liere's CUDA backend has no so(n) exponential; a CUDA
+// tensor gets an error that says so.
+#include <liere/core/config.hpp>
+#include <liere/lie/exp.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace liere_torch {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Skew-symmetry tolerance: max|X + Xᵀ| ≤ tol · max(1, max|X|), tol = 1e-5 for float32, 1e-10 for float64 (about
+// 100 and 5e5 units in the last place: room for a skew matrix computed in floating point, e.g. a logarithm,
+// while a matrix that is not skew-symmetric is refused).
+double skew_tolerance(at::ScalarType t) { return t == at::kFloat ? 1e-5 : 1e-10; }
+
+// Compile-time sizes for the small blocks liere compiles fixed-size kernels for (registers, unrolled loops);
+// every other b (5…7, 9…15, 17…64, more) runs on dynamic matrices, whose exp/exp_backward instances are
+// liere::compiled's (lie/lie.cpp, compiled into this library).
+template <class F>
+void dispatch_size(std::int64_t b, F&& f) {
+  switch (b) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    default: return f(std::integral_constant<int, Eigen::Dynamic>{});
+  }
+}
+
+template <class T, int N>
+using Mat = Eigen::Matrix<T, N, N>;
+template <class T, int N>
+using RowMap = Eigen::Map<Eigen::Matrix<T, N, N, Eigen::RowMajor>, Eigen::Unaligned>;
+template <class T, int N>
+using ConstRowMap = Eigen::Map<const Eigen::Matrix<T, N, N, Eigen::RowMajor>, Eigen::Unaligned>;
+
+// Parallel chunk sizes: about 32k multiply-adds of exp work per task.
+std::int64_t grain_for(std::int64_t b) { return std::max<std::int64_t>(1, 32768 / (b * b * b + 1)); }
+
+std::string shape_text(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// Device, layout and dtype of one input.
+void check_tensor(const at::Tensor& t, const char* op, const char* name, const char* shape_doc) {
+  TORCH_CHECK(t.defined(), "liere.", op, ": ", name, " is undefined; expected a tensor of shape ", shape_doc);
+  TORCH_CHECK(!t.is_cuda(), "liere.", op, ": ", name,
+              " is a CUDA tensor; this liere_torch build runs on the CPU only (the libtorch it was built against "
+              "has no CUDA, and liere's CUDA backend has no so(n) exponential): move it to the CPU with .cpu()");
+  TORCH_CHECK(t.device().is_cpu(), "liere.", op, ": ", name, " is on device ", t.device(),
+              "; expected a CPU tensor");
+  TORCH_CHECK(t.layout() == at::kStrided, "liere.", op, ": ", name, " has layout ", t.layout(),
+              "; expected a dense (strided) tensor");
+  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, "liere.", op, ": ", name,
+              " has dtype ", t.scalar_type(), "; expected float32 or float64");
+}
+
+// The skew-symmetry check on the last two dimensions, with the worst matrix's batch index in the message.
+void check_skew(const at::Tensor& x, const char* op, const char* name) {
+  if (x.numel() == 0) return;
+  const at::Tensor asym = (x + x.transpose(-1, -2)).abs().reshape({-1, x.size(-1) * x.size(-1)}).amax(1);
+  const std::int64_t worst = asym.argmax().item<std::int64_t>();
+  const double dev = asym[worst].item<double>(), big = x.abs().max().item<double>();
+  const double tol = skew_tolerance(x.scalar_type()), bound = tol * std::max(1.0, big);
+  if (!(dev > bound)) return;  // NaN passes here and gives NaN rotations (liere's exp), as documented
+  std::ostringstream where;
+  if (x.dim() > 2) {
+    std::int64_t rest = worst;
+    std::vector<std::int64_t> idx(x.dim() - 2);
+    for (std::int64_t i = x.dim() - 3; i >= 0; --i) {
+      idx[i] = rest % x.size(i);
+      rest /= x.size(i);
+    }
+    where << " (worst at index " << at::IntArrayRef(idx) << ")";
+  }
+  TORCH_CHECK(false, "liere.", op, ": ", name, " is not skew-symmetric: max |X + X^T| = ", dev, where.str(),
+              " exceeds the tolerance ", tol, " * max(1, max|X|) = ", bound, " for ", x.scalar_type(),
+              "; expected X^T = -X (build it as W - W^T; torch.matrix_exp takes general matrices)");
+}
+
+// ---- so_exp -------------------------------------------------------------------------------------------------
+
+// R = exp(skew(X)) for each of the n matrices; X, R (n, b, b) contiguous.
+template <class T>
+void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b) {
+  dispatch_size(b, [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      Mat<double, N> s(b, b);
+      for (std::int64_t i = begin; i < end; ++i) {
+        const ConstRowMap<T, N> xi(x + i * b * b, b, b);
+        s = (xi.template cast<double>() - xi.transpose().template cast<double>()) * 0.5;
+        RowMap<T, N>(r + i * b * b, b, b) = liere::exp(s).template cast<T>();
+      }
+    });
+  });
+}
+
+// dX = skew(L(skew(X)ᵀ, dR)) for each matrix, in the precision T (liere's exp_backward); all (n, b, b).
+template <class T>
+void so_exp_backward(const T* x, const T* dr, T* dx, std::int64_t n, std::int64_t b) {
+  dispatch_size(b, [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      Mat<T, N> s(b, b), g(b, b), l(b, b);
+      for (std::int64_t i = begin; i < end; ++i) {
+        const ConstRowMap<T, N> xi(x + i * b * b, b, b);
+        s = (xi - xi.transpose()) * T(0.5);
+        g = ConstRowMap<T, N>(dr + i * b * b, b, b);
+        l.setZero(b, b);
+        liere::exp_backward(s, g, l);
+        RowMap<T, N>(dx + i * b * b, b, b) = (l - l.transpose()) * T(0.5);
+      }
+    });
+  });
+}
+
+void check_so_exp_input(const at::Tensor& x) {
+  check_tensor(x, "so_exp", "X", "(..., b, b)");
+  TORCH_CHECK(x.dim() >= 2, "liere.so_exp: X has shape ", shape_text(x),
+              "; expected (..., b, b), at least two dimensions");
+  TORCH_CHECK(x.size(-1) == x.size(-2), "liere.so_exp: X has shape ", shape_text(x),
+              "; expected square matrices (..., b, b), got ", x.size(-2), " x ", x.size(-1));
+  check_skew(x, "so_exp", "X");
+}
+
+class SoExp : public torch::autograd::Function<SoExp> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in) {
+    const at::Tensor x = x_in.contiguous();
+    at::Tensor r = at::empty_like(x);
+    const std::int64_t b = x.size(-1), n = b == 0 ? 0 : x.numel() / (b * b);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "liere.so_exp", [&] {
+      so_exp_forward<scalar_t>(x.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), n, b);
+    });
+    ctx->save_for_backward({x});
+    return r;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    if (!grads[0].defined()) return {at::Tensor()};
+    const at::Tensor dr = grads[0].to(x.scalar_type()).contiguous();
+    at::Tensor dx = at::empty_like(x);
+    const std::int64_t b = x.size(-1), n = b == 0 ? 0 : x.numel() / (b * b);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "liere.so_exp backward", [&] {
+      so_exp_backward<scalar_t>(x.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), n, b);
+    });
+    return {dx};
+  }
+};
+
+at::Tensor so_exp(const at::Tensor& x) {
+  check_so_exp_input(x);
+  return SoExp::apply(x);
+}
+
+// ---- rotation_tables ----------------------------------------------------------------------------------------
+
+// R[t, s] = exp(Σ_i p[t, i] · skew(B[i, s])).  B (d, ns, b, b), p (np, d), R (np, ns, b, b); all contiguous.
+template <class T>
+void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int64_t ns, std::int64_t np,
+                    std::int64_t b) {
+  const std::int64_t bb = b * b;
+  // skew(B) in double, once: (d, ns, b, b) row-major
+  std::vector<double> s(std::size_t(d * ns * bb));
+  for (std::int64_t j = 0; j < d * ns; ++j)
+    for (std::int64_t u = 0; u < b; ++u)
+      for (std::int64_t v = 0; v < b; ++v)
+        s[j * bb + u * b + v] = 0.5 * (double(bases[j * bb + u * b + v]) - double(bases[j * bb + v * b + u]));
+  dispatch_size(b, [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      Mat<double, N> a(b, b);
+      for (std::int64_t w = begin; w < end; ++w) {
+        const std::int64_t t = w / ns, k = w % ns;
+        a.setZero(b, b);
+        for (std::int64_t i = 0; i < d; ++i)
+          a += double(pos[t * d + i]) * ConstRowMap<double, N>(s.data() + (i * ns + k) * bb, b, b);
+        RowMap<T, N>(r + w * bb, b, b) = liere::exp(a).template cast<T>();
+      }
+    });
+  });
+}
+
+// L[t, s] = L(A(p_t, s)ᵀ, dR[t, s]) (the gradient with respect to A), in the precision T; S = skew(B) in T.
+template <class T>
+void tables_adjoints(const T* skew_bases, const T* pos, const T* dr, T* l_out, std::int64_t d, std::int64_t ns,
+                     std::int64_t np, std::int64_t b) {
+  const std::int64_t bb = b * b;
+  dispatch_size(b, [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      Mat<T, N> a(b, b), g(b, b), l(b, b);
+      for (std::int64_t w = begin; w < end; ++w) {
+        const std::int64_t t = w / ns, k = w % ns;
+        a.setZero(b, b);
+        for (std::int64_t i = 0; i < d; ++i)
+          a += pos[t * d + i] * ConstRowMap<T, N>(skew_bases + (i * ns + k) * bb, b, b);
+        g = ConstRowMap<T, N>(dr + w * bb, b, b);
+        l.setZero(b, b);
+        liere::exp_backward(a, g, l);
+        RowMap<T, N>(l_out + w * bb, b, b) = l;
+      }
+    });
+  });
+}
+
+struct TableShape {
+  std::int64_t d, ns, np, b;
+  std::vector<std::int64_t> out;  // (*P, *S, b, b)
+};
+
+TableShape check_tables_input(const at::Tensor& bases, const at::Tensor& pos) {
+  check_tensor(bases, "rotation_tables", "bases", "(d, *S, b, b)");
+  check_tensor(pos, "rotation_tables", "positions", "(*P, d)");
+  TORCH_CHECK(bases.dim() >= 3, "liere.rotation_tables: bases has shape ", shape_text(bases),
+              "; expected (d, *S, b, b), at least three dimensions");
+  TORCH_CHECK(bases.size(-1) == bases.size(-2), "liere.rotation_tables: bases has shape ", shape_text(bases),
+              "; expected square matrices (d, *S, b, b), got ", bases.size(-2), " x ", bases.size(-1));
+  TORCH_CHECK(pos.dim() >= 1, "liere.rotation_tables: positions is a scalar; expected shape (*P, d) with d = ",
+              bases.size(0));
+  TORCH_CHECK(pos.size(-1) == bases.size(0), "liere.rotation_tables: positions has shape ", shape_text(pos),
+              " but bases has shape ", shape_text(bases), "; expected positions (*P, d) with d = bases.size(0) = ",
+              bases.size(0));
+  TORCH_CHECK(pos.scalar_type() == bases.scalar_type(), "liere.rotation_tables: bases is ", bases.scalar_type(),
+              " but positions is ", pos.scalar_type(), "; expected both float32 or both float64");
+  check_skew(bases, "rotation_tables", "bases");
+  TableShape sh;
+  sh.d = bases.size(0);
+  sh.b = bases.size(-1);
+  sh.ns = 1;
+  for (std::int64_t i = 1; i < bases.dim() - 2; ++i) sh.ns *= bases.size(i);
+  sh.np = 1;
+  for (std::int64_t i = 0; i < pos.dim() - 1; ++i) {
+    sh.np *= pos.size(i);
+    sh.out.push_back(pos.size(i));
+  }
+  for (std::int64_t i = 1; i < bases.dim(); ++i) sh.out.push_back(bases.size(i));
+  return sh;
+}
+
+class RotationTables : public torch::autograd::Function<RotationTables> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& bases_in, const at::Tensor& pos_in) {
+    const TableShape sh = check_tables_input(bases_in, pos_in);
+    const at::Tensor bases = bases_in.contiguous(), pos = pos_in.contiguous();
+    at::Tensor r = at::empty(sh.out, bases.options());
+    AT_DISPATCH_FLOATING_TYPES(bases.scalar_type(), "liere.rotation_tables", [&] {
+      if (r.numel() > 0)
+        tables_forward<scalar_t>(bases.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), sh.d,
+                                 sh.ns, sh.np, sh.b);
+    });
+    ctx->save_for_backward({bases, pos});
+    return r;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& bases = saved[0];
+    const at::Tensor& pos = saved[1];
+    const bool need_b = ctx->needs_input_grad(0), need_p = ctx->needs_input_grad(1);
+    if (!grads[0].defined() || (!need_b && !need_p)) return {at::Tensor(), at::Tensor()};
+    const std::int64_t d = bases.size(0), b = bases.size(-1), bb = b * b;
+    const std::int64_t ns = b == 0 ? 0 : bases.numel() / (d * bb), np = pos.numel() / std::max<std::int64_t>(d, 1);
+    const at::Tensor skew = ((bases - bases.transpose(-1, -2)) * 0.5).contiguous();
+    const at::Tensor dr = grads[0].to(bases.scalar_type()).contiguous();
+    at::Tensor l = at::empty({np, ns * bb}, bases.options());  // the adjoints L[t, s], one row per position
+    AT_DISPATCH_FLOATING_TYPES(bases.scalar_type(), "liere.rotation_tables backward", [&] {
+      if (l.numel() > 0)
+        tables_adjoints<scalar_t>(skew.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
+                                  l.data_ptr<scalar_t>(), d, ns, np, b);
+    });
+    at::Tensor db, dp;
+    const at::Tensor p2 = pos.reshape({np, d});
+    if (need_b) {
+      // dB_i = skew(Σ_t p[t, i] L[t]): (d, ns·b·b) = pᵀ · L
+      at::Tensor g = at::mm(p2.t(), l).reshape(bases.sizes());
+      db = (g - g.transpose(-1, -2)) * 0.5;
+    }
+    if (need_p) {
+      // dp[t, i] = Σ_s ⟨L[t, s], skew(B[i, s])⟩: (np, d) = L · skew(B)ᵀ
+      dp = at::mm(l, skew.reshape({d, ns * bb}).t()).reshape(pos.sizes());
+    }
+    return {db, dp};
+  }
+};
+
+at::Tensor rotation_tables(const at::Tensor& bases, const at::Tensor& positions) {
+  return RotationTables::apply(bases, positions);  // the inputs are checked by forward (check_tables_input)
+}
+
+std::string torch_version() { return TORCH_VERSION; }
+
+std::string liere_version() {
+  return std::to_string(LIERE_VERSION_MAJOR) + "." + std::to_string(LIERE_VERSION_MINOR) + "." +
+         std::to_string(LIERE_VERSION_PATCH);
+}
+
+}  // namespace
+}  // namespace liere_torch
+
+// One kernel for every dispatch key (CompositeImplicitAutograd): it checks the inputs — a CUDA tensor gets liere's
+// error, not the dispatcher's — and records the autograd node itself.
+TORCH_LIBRARY(liere, m) {
+  m.def("so_exp(Tensor X) -> Tensor", &liere_torch::so_exp);
+  m.def("rotation_tables(Tensor bases, Tensor positions) -> Tensor", &liere_torch::rotation_tables);
+  m.def("torch_version() -> str", &liere_torch::torch_version);
+  m.def("liere_version() -> str", &liere_torch::liere_version);
+}
