@@ -60,7 +60,9 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per configuration [3]")
     p.add_argument("--only", metavar="LIST",
                    help="run only these workloads, comma-separated, of rotation, attention, vit (e.g. rotation,vit)")
-    p.add_argument("--json", metavar="OUT", help="write every table row (and the raw runs) as JSON lines to OUT")
+    p.add_argument("--json", metavar="OUT",
+                   help="write JSON lines to OUT: first the command, dates and machine (type meta), then every table "
+                        "row and the raw runs (bench/results/ holds the files the tables of bench/README.md come from)")
     p.add_argument("--threads", type=int, default=2, help="threads on both sides [2]")
     p.add_argument("--cpus", metavar="LIST",
                    help="pin this driver and so every program it starts (both sides) to these CPUs, e.g. 1 or 0,1 "
@@ -392,6 +394,9 @@ def print_gflops(workload, runs, configs, sg_l, sg_t, peak=None):
             flops = med(lrecs, "flops_fwdbwd")
         gl = flops / (lt * 1e6) if flops and lt else None
         gt = flops / (tt * 1e6) if flops and tt else None
+        lc, tc = med(lrecs, "fwdbwd_cpu_ms"), med(trecs, "fwdbwd_cpu_ms")  # the same flops over the CPU time
+        glc = flops / (lc * 1e6) if flops and lc else None
+        gtc = flops / (tc * 1e6) if flops and tc else None
         pct = (f"{100 * gl / sg:.0f}% of sgemm" if gl and sg else "") + of_peak(gl, peak)
         print(f"    {str(cfg):>12}: liere {fmt(gl)} GFLOP/s {pct}; torch {fmt(gt)} GFLOP/s "
               f"({fmt(flops / 1e9 if flops else None, '{:.3f}')} GFLOP per fwd+bwd)")
@@ -402,8 +407,44 @@ def print_gflops(workload, runs, configs, sg_l, sg_t, peak=None):
     return out
 
 
+def machine_info(args) -> dict:
+    """What the JSON needs to say where and how it was measured: CPU model, CPUs, threads, the torch and BLAS of the
+    peer, liere's GEMM (filled in from the runs), the commit, the load."""
+    cpu, flags, ident = "?", "", {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key, val = key.strip(), val.strip()
+                if key == "model name" and cpu == "?":
+                    cpu = val
+                elif key == "flags" and not flags:
+                    flags = " " + val
+                elif key in ("cpu family", "model", "cpu MHz") and key not in ident:
+                    ident[key] = val  # "AMD EPYC" alone does not tell Zen 4 (family 25) from Zen 5 (26)
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cpu_family": ident.get("cpu family"), "cpu_model": ident.get("model"),
+            "cpu_mhz": ident.get("cpu MHz"), "avx512f": " avx512f" in flags, "nproc": os.cpu_count(), "threads_per_side": args.threads,
+            "pinned_cpus": sorted(args.cpu_set) if args.cpus else None, "loadavg_start": list(os.getloadavg())}
+    try:
+        v = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                           text=True, timeout=120)
+        info["torch"] = v.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        info["torch"] = None
+    try:
+        g = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                           text=True, timeout=30)
+        info["liere_commit"] = g.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        info["liere_commit"] = None
+    return info
+
+
 def main() -> int:
     args = parse_args()
+    started = time.time()
     for workload, prog in (("rotation", "bench/bench_rotation"), ("attention", "bench/bench_attention"),
                            ("vit", "examples/train_cifar")):
         if workload not in args.workloads:
@@ -456,14 +497,28 @@ def main() -> int:
     missed = [r for r in all_rows if r["met"] is False]
     print(f"\n  targets: {sum(r['met'] is True for r in all_rows)} met, {len(missed)} missed")
     if args.json:
+        # First line: the command, the dates and the machine; then the table rows, GFLOP/s rows and every raw record.
+        machine = machine_info(args)
+        machine["loadavg_end"] = list(os.getloadavg())
+        machine["liere_gemm"] = gemm_name or next((r.get("gemm") for r in raw if r.get("impl") == "liere"
+                                                   and r.get("gemm")), None)
+        torch_env = next((r for r in raw if r.get("impl") == "torch"), {})
+        machine["torch_blas"] = torch_env.get("blas")
+        meta = {"type": "meta", "command": [sys.executable] + sys.argv,
+                "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "LIERE_GEMM") if k in os.environ},
+                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "wall_s": round(time.time() - started, 1), "rounds": args.rounds, "machine": machine}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
+        with open(args.json + ".tmp", "w") as f:
+            f.write(json.dumps(meta) + "\n")
             for r in all_rows:
                 f.write(json.dumps({"type": "row", **r}) + "\n")
             for g in gflops:
                 f.write(json.dumps({"type": "gflops", **g}) + "\n")
             for r in raw:
                 f.write(json.dumps({"type": "run", **r}) + "\n")
+        os.replace(args.json + ".tmp", args.json)  # whole or not at all
         print(f"  wrote {args.json}")
     return 0
 

@@ -20,7 +20,7 @@ Experiments (paper LieRE, ICML 2025), in the order they run:
 
 Statistics: a cell's CI is the trainers' 1000-resample percentile bootstrap over the test examples; a
 comparison of two cells on the same test set is examples/compare_runs (paired bootstrap over examples,
-10 000 resamples, two-sided p; its floor is 2/10001 = 0.0002). With several seeds the predictions of the
+10 000 resamples, two-sided p; its floor is 2/10001 ≈ 0.0002, written "≤ 2e-4": a bound, not an estimate). With several seeds the predictions of the
 seeds are also stacked (seed x example pairs) for one pooled paired test. These intervals cover the test-set
 sampling only, not the training randomness: the seeds show that part.
 
@@ -45,6 +45,7 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
+import math
 import os
 import shlex
 import signal
@@ -122,8 +123,25 @@ def pct(x):
     return "—" if x is None else "%.2f" % (100 * x)
 
 
-def fmt_p(p):
-    return "—" if p is None else ("%.2g" % p if p >= 0.001 else "%.1e" % p)
+def fmt_p(p, bound=False):
+    """A p-value for a table; "≤ 2e-4" when it is the bootstrap's floor 2/(R+1) (no resample crossed 0: a bound,
+    not an estimate), rounded up to 2 significant digits so that the bound still holds."""
+    if p is None:
+        return "—"
+    if bound:
+        e = math.floor(math.log10(p))
+        up = math.ceil(p / 10 ** (e - 1) * (1 - 1e-12)) / 10  # mantissa rounded up to 2 digits
+        if up >= 10:
+            up, e = up / 10, e + 1
+        return "≤ %se%d" % (("%.1f" % up).rstrip("0").rstrip("."), e)
+    return "%.2g" % p if p >= 0.001 else "%.1e" % p
+
+
+def p_bound(res):
+    """Whether compare_runs' p-value is its floor (its JSON's p_bound; older files: p at 2/(R+1) and a difference)."""
+    if "p_bound" in res:
+        return bool(res["p_bound"])
+    return res["diff"] != 0 and res["p_value"] <= 2 / (res["resamples"] + 1) * (1 + 1e-9)
 
 
 # ---- cells ---------------------------------------------------------------------------------------------
@@ -609,6 +627,7 @@ def report(runner, x):
         comparisons.append({"what": pr["what"], "seed": pr["seed"], "a": a["cell"].id, "b": b["cell"].id,
                             "diff": res and res["diff"], "diff_lo": res and res["diff_lo"],
                             "diff_hi": res and res["diff_hi"], "p": res and res["p_value"],
+                            "p_bound": res and p_bound(res),
                             "only_a_right": res and res["only_a_right"], "only_b_right": res and res["only_b_right"],
                             "n": res and res["examples"]})
     # Several seeds of one comparison: the seeds' predictions stacked, one pooled paired test.
@@ -630,7 +649,7 @@ def report(runner, x):
         comparisons.append({"what": key, "seed": "pooled (%d seeds x %d examples)" % (len(prs), res["examples"] // len(prs)),
                             "a": [p["a"]["cell"].id for p in prs], "b": [p["b"]["cell"].id for p in prs],
                             "diff": res["diff"], "diff_lo": res["diff_lo"], "diff_hi": res["diff_hi"],
-                            "p": res["p_value"], "only_a_right": res["only_a_right"],
+                            "p": res["p_value"], "p_bound": p_bound(res), "only_a_right": res["only_a_right"],
                             "only_b_right": res["only_b_right"], "n": res["examples"]})
 
     doc = {"experiment": x.name, "title": x.title, "paper": PAPER[x.name], "setup": x.setup,
@@ -663,7 +682,7 @@ def markdown(doc):
             lines.append("| %s | %s | not run | | |" % (c["what"], c["seed"]))
         else:
             lines.append("| %s | %s | %+.2f (%+.2f – %+.2f) | %s | %d / %d |" % (
-                c["what"], c["seed"], 100 * c["diff"], 100 * c["diff_lo"], 100 * c["diff_hi"], fmt_p(c["p"]),
+                c["what"], c["seed"], 100 * c["diff"], 100 * c["diff_lo"], 100 * c["diff_hi"], fmt_p(c["p"], c.get("p_bound", False)),
                 c["only_a_right"], c["only_b_right"]))
     lines += ["", "Paper: %s." % doc["paper"], ""]
     return "\n".join(lines)

@@ -4,7 +4,8 @@
 // example), checks that they cover the same examples (same count, same label at every index), and prints
 //   * each run's accuracy with its percentile-bootstrap confidence interval,
 //   * the difference A − B with the paired-bootstrap interval and the two-sided paired-bootstrap p-value for
-//     H0: equal accuracy (estimator: app/bootstrap.hpp),
+//     H0: equal accuracy (estimator: app/bootstrap.hpp); "p ≤ 0.0002" when no resample fell on the other side of
+//     0, since 2/(N+1) is then a floor, not an estimate (JSON: "p_bound": true),
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
 #include <app/bootstrap.hpp>
@@ -144,9 +145,10 @@ int main(int argc, char** argv) {
     std::printf("B  %-*s  accuracy %.4f  %d%% CI [%.4f, %.4f]\n", w, cfg.b.c_str(), ci_b.mean, pct, ci_b.lo, ci_b.hi);
     std::printf("A - B  %+.4f  %d%% CI [%+.4f, %+.4f]  (paired bootstrap)\n", pair.diff, pct, pair.diff_lo,
                 pair.diff_hi);
-    const double p_floor = 2.0 / (cfg.resamples + 1);  // no resample on the other side of 0
-    std::printf("p = %.4g  (two-sided paired bootstrap, H0: equal accuracy%s)\n", pair.p_value,
-                pair.p_value <= p_floor * (1 + 1e-9) ? "; the smallest value this many resamples can give" : "");
+    // No resample on the other side of 0: the p-value is the floor 2/(N+1), a bound, not an estimate.
+    std::printf("p %s%s  (two-sided paired bootstrap, H0: equal accuracy%s)\n", pair.p_bound ? "" : "= ",
+                train::p_value_text(pair).c_str(),
+                pair.p_bound ? "; no resample crossed 0: 2/(N+1) is the smallest value N resamples can give" : "");
     std::printf("discordant examples: %zu only A right, %zu only B right\n", only_a, only_b);
 
     if (!cfg.json.empty()) {
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
                                           {"diff_lo", pair.diff_lo},
                                           {"diff_hi", pair.diff_hi},
                                           {"p_value", pair.p_value},
+                                          {"p_bound", pair.p_bound},
                                           {"only_a_right", only_a},
                                           {"only_b_right", only_b}});
       std::printf("wrote %s\n", cfg.json.c_str());

@@ -553,13 +553,15 @@ int main(int argc, char** argv) {
               << "pe params" << "clips/s\n";
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const auto& r = runs[k];
-      std::ostringstream p;
-      if (k) p << std::setprecision(3) << pb[k].p_value;
+      // "0.0123", or "≤ 0.0002" when no resample crossed 0 (the floor 2/10001, a bound); its "≤" is 3 bytes
+      // wide and 1 column.
+      const std::string p = k ? train::p_value_text(pb[k]) : "";
+      const int p_width = 10 + (pb[k].p_bound && k ? 2 : 0);
       std::cout << std::left << std::setw(14) << r.label << std::setw(9) << app::fmt_pct(r.result.acc) << std::setw(17)
                 << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(10)
                 << (k ? app::fmt_pct(pb[k].diff) : "") << std::setw(19)
-                << (k ? app::fmt_pct(pb[k].diff_lo) + " - " + app::fmt_pct(pb[k].diff_hi) : "") << std::setw(10)
-                << p.str() << std::setw(11) << r.pe_params << std::fixed << std::setprecision(1) << r.clips_per_s
+                << (k ? app::fmt_pct(pb[k].diff_lo) + " - " + app::fmt_pct(pb[k].diff_hi) : "") << std::setw(p_width)
+                << p << std::setw(11) << r.pe_params << std::fixed << std::setprecision(1) << r.clips_per_s
                 << std::defaultfloat << "\n";
     }
 
@@ -580,6 +582,7 @@ int main(int argc, char** argv) {
           m.emplace_back("diff", pb[k].diff);
           m.emplace_back("diff_ci95", std::vector<double>{pb[k].diff_lo, pb[k].diff_hi});
           m.emplace_back("p_value", pb[k].p_value);
+          m.emplace_back("p_bound", pb[k].p_bound);
         }
         rows += (k ? ",\n  " : "\n  ") + train::to_json(m);
       }

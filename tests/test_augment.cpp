@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -69,12 +71,10 @@ TEST_CASE("normalize: (x / 255 - mean) / std per channel", "[augment][normalize]
                     Contains("must be positive"));
 }
 
-TEST_CASE("normalize: the Fashion-MNIST constants are the training set's statistics", "[augment][normalize][real]") {
+TEST_CASE("normalize: the Fashion-MNIST constants are the training set's statistics", "[augment][normalize][real][needs-fashion-mnist]") {
   std::error_code ec;
-  if (!std::filesystem::is_directory(kFashionMnistSystemDir, ec)) {
-    WARN("skipped: " << kFashionMnistSystemDir << " not found (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  if (!std::filesystem::is_directory(kFashionMnistSystemDir, ec))
+    LIERE_SKIP(kFashionMnistSystemDir << " not found (Debian package dataset-fashion-mnist)");
   const ImageSet train = read_fashion_mnist(kFashionMnistSystemDir, true);
   double sum = 0, sum2 = 0;
   for (std::uint8_t v : train.pixels) {

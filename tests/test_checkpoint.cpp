@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace liere;
@@ -351,11 +352,9 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact", "[
   CHECK(nn::load_safetensors(path).metadata.at("epoch") == "2");
 }
 
-TEST_CASE("checkpoint: Python reads it as safetensors does (when python3 with numpy is installed)", "[checkpoint]") {
-  if (std::system("python3 -c 'import numpy' > /dev/null 2>&1") != 0) {
-    WARN("skipped: no python3 with numpy");
-    return;
-  }
+TEST_CASE("checkpoint: Python with NumPy reads it as safetensors does", "[checkpoint][needs-numpy]") {
+  if (!test::python_has("numpy"))
+    LIERE_SKIP(test::python() << " cannot import numpy (Debian: python3-numpy; or set LIERE_TEST_PYTHON)");
   TempDir dir;
   const std::string path = dir.file("py.safetensors"), script = dir.file("check.py");
   Model<float> m(14);
@@ -394,6 +393,6 @@ except ImportError:
     pass
 )PY");
   const std::string out = dir.file("out.txt");
-  REQUIRE(std::system(("python3 " + script + " " + path + " > " + out).c_str()) == 0);
+  REQUIRE(std::system(("'" + test::python() + "' " + script + " " + path + " > " + out).c_str()) == 0);
   CHECK(std::stod(read_bytes(out)) == double(m.params["head.weight"].value()(1, 2)));
 }

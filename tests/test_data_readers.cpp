@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
 #include "temp_dir.hpp"
 #include <zlib.h>
 
@@ -431,12 +432,10 @@ TEST_CASE("IDX: bad files are reported with the file and what was expected", "[i
 
 // ---- the real Fashion-MNIST (Debian package dataset-fashion-mnist) -----------------------------------------
 
-TEST_CASE("Fashion-MNIST: the installed data set has 60000 + 10000 balanced 28×28 images", "[idx][real]") {
+TEST_CASE("Fashion-MNIST: the installed data set has 60000 + 10000 balanced 28×28 images", "[idx][real][needs-fashion-mnist]") {
   std::error_code ec;
-  if (!fs::is_directory(kFashionMnistSystemDir, ec)) {
-    WARN("skipped: " << kFashionMnistSystemDir << " not found (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  if (!fs::is_directory(kFashionMnistSystemDir, ec))
+    LIERE_SKIP(kFashionMnistSystemDir << " not found (Debian package dataset-fashion-mnist)");
   const ImageSet train = read_fashion_mnist(kFashionMnistSystemDir, true);
   const ImageSet test = read_fashion_mnist(kFashionMnistSystemDir, false);
   for (const auto& [set, n] : {std::pair{&train, 60000}, std::pair{&test, 10000}}) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "skip.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -512,12 +513,10 @@ TEST_CASE("tokens: prepend, select, mean", "[engine][ops]") {
   }
 }
 
-TEST_CASE("gemm: every transpose combination and beta against a naive product, every backend", "[engine][ops]") {
+namespace {
+// Every transpose combination and beta of a double product on backend `be` against a naive product.
+void check_gemm_double(cpu::GemmBackend be) {
   const auto backend = cpu::gemm_backend();
-  std::vector<cpu::GemmBackend> backends = {cpu::GemmBackend::Eigen};
-  if (cpu::set_gemm_backend(cpu::GemmBackend::OpenBLAS)) backends.push_back(cpu::GemmBackend::OpenBLAS);
-  else WARN("OpenBLAS (libopenblas.so.0) not found: only the Eigen backend is tested");
-  for (auto be : backends)
   for (Index M : {Index(7), Index(300)})  // 300 × 260 × 40: large enough to be cut into slabs per thread
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -542,6 +541,18 @@ TEST_CASE("gemm: every transpose combination and beta against a naive product, e
         CHECK(liere::test::max_rel_err(c, ref) < 1e-13);
       }
   cpu::set_gemm_backend(backend);
+}
+}  // namespace
+
+TEST_CASE("gemm: every transpose combination and beta against a naive product, Eigen", "[engine][ops]") {
+  check_gemm_double(cpu::GemmBackend::Eigen);
+}
+
+TEST_CASE("gemm: every transpose combination and beta against a naive product, OpenBLAS (cblas_dgemm)",
+          "[engine][ops][needs-openblas]") {
+  if (!cpu::detail::gemm_backend_available(cpu::GemmBackend::OpenBLAS))
+    LIERE_SKIP("libopenblas.so.0 cannot be loaded (Debian: libopenblas0)");
+  check_gemm_double(cpu::GemmBackend::OpenBLAS);
 }
 
 TEST_CASE("float kernels on large inputs agree with double; reductions are thread-count independent",

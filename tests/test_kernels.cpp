@@ -12,8 +12,10 @@
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/pe/rotation_table.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 using namespace liere;
@@ -118,14 +120,84 @@ TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
   CHECK(gathered == cols);
 }
 
-TEST_CASE("kernels: dropout_keep is the CPU dropout's mask", "[kernels]") {
-  const std::vector<float> x = randn(4000, 9);
+// The dropout mask against statements that do not go through liere's code: SplitMix64 written out here (Steele, Lea,
+// Flood 2014; the recipe of core/rng.hpp and backend/kernels/pointwise.hpp: element i of key k is kept iff the top
+// 24 bits of splitmix64(k + i·γ), over 2²⁴, are ≥ p), anchored to the generator's published outputs; the keep rate
+// within a binomial bound; kept values scaled by exactly 1/(1 − p); different keys giving independent masks.
+namespace {
+std::uint64_t reference_splitmix64(std::uint64_t state) {  // one step of the generator whose state was `state`
+  std::uint64_t z = state + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+// Element i of key k is kept iff ⌊h / 2⁴⁰⌋ ≥ p·2²⁴ with h = splitmix64(k + i·γ), in integers (p·2²⁴ is exact).
+bool reference_keep(std::uint64_t key, std::uint64_t i, float p) {
+  const std::uint64_t h = reference_splitmix64(key + i * 0x9E3779B97F4A7C15ull);
+  return double(h >> 40) >= double(p) * 16777216.0;
+}
+}  // namespace
+
+TEST_CASE("kernels: dropout_keep and the CPU dropout against SplitMix64 written out, keep rate, scaling", "[kernels]") {
+  // The reference generator is SplitMix64: its first outputs from state 0 are the published ones (Vigna's
+  // splitmix64.c), and key 0's hashes are that sequence.
+  const std::uint64_t published[] = {0xE220A8397B1DCDAFull, 0x6E789E6AA1B965F4ull, 0x06C45D188009454Full,
+                                     0xF88BB8A8724C81ECull};
+  std::uint64_t state = 0;
+  for (int i = 0; i < 4; ++i, state += 0x9E3779B97F4A7C15ull) {
+    CHECK(reference_splitmix64(state) == published[i]);
+    CHECK(hash_u64(0, std::uint64_t(i)) == published[i]);
+  }
+
+  const Index n = 1 << 18;
+  const std::vector<float> x = randn(std::size_t(n), 9);
   std::vector<float> y(x.size());
   std::vector<std::uint8_t> mask(x.size());
-  cpu::dropout_forward(x.data(), 0.3, 1234u, y.data(), mask.data(), Index(x.size()));
-  std::size_t same = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) same += mask[i] == std::uint8_t(kernels::dropout_keep(1234u, i, 0.3f));
-  CHECK(same == x.size());
+  for (const std::uint64_t key : {std::uint64_t(0), std::uint64_t(1234), std::uint64_t(0xD1B54A32D192ED03ull),
+                                  mix_seed(20261125, 3, 7)})
+    for (const double p : {0.1, 0.3, 0.5, 0.9}) {
+      INFO("key " << key << " p " << p);
+      cpu::dropout_forward(x.data(), p, key, y.data(), mask.data(), n);
+      const float pf = float(p), scale = float(1.0 / (1.0 - p));
+      std::size_t kernel_differs = 0, cpu_differs = 0, badly_scaled = 0, kept = 0;
+      for (Index i = 0; i < n; ++i) {
+        const auto k = std::size_t(i);
+        const bool ref = reference_keep(key, k, pf);
+        kernel_differs += kernels::dropout_keep(key, k, pf) != ref;
+        cpu_differs += mask[k] != std::uint8_t(ref);
+        badly_scaled += y[k] != (ref ? x[k] * scale : 0.0f);  // kept: x/(1 − p) in float; dropped: exactly 0
+        kept += mask[k];
+      }
+      CHECK(kernel_differs == 0);
+      CHECK(cpu_differs == 0);
+      CHECK(badly_scaled == 0);
+      // Binomial(n, 1 − p): the kept count lies within 5 standard deviations of n(1 − p) (fails by chance with
+      // probability < 1e-6 per case, and the seeds are fixed).
+      const double sd = std::sqrt(double(n) * p * (1 - p));
+      CHECK(std::abs(double(kept) - double(n) * (1 - p)) <= 5 * sd);
+    }
+
+  // Keys mix in: two keys' masks agree where both keep or both drop, (1 − p)² + p² of the elements for
+  // independent masks (0.58 at p = 0.3), within 5 standard deviations; so do a mask and its shift by one element.
+  const float p = 0.3f;
+  const double agree_p = (1 - 0.3) * (1 - 0.3) + 0.3 * 0.3, sd = std::sqrt(double(n) * agree_p * (1 - agree_p));
+  for (const auto& [ka, kb, shift] : {std::tuple{std::uint64_t(1234), std::uint64_t(1235), 0},
+                                      std::tuple{std::uint64_t(1234), std::uint64_t(1234) ^ (std::uint64_t(1) << 40), 0},
+                                      std::tuple{std::uint64_t(1234), std::uint64_t(1234), 1}}) {
+    INFO("keys " << ka << " and " << kb << ", shift " << shift);
+    std::size_t agree = 0;
+    for (Index i = 0; i < n; ++i)
+      agree += kernels::dropout_keep(ka, std::uint64_t(i), p) == kernels::dropout_keep(kb, std::uint64_t(i + shift), p);
+    CHECK(std::abs(double(agree) - double(n) * agree_p) <= 5 * sd);
+  }
+
+  // p = 0 keeps everything unchanged; p = 1 drops everything.
+  cpu::dropout_forward(x.data(), 0.0, 1234u, y.data(), mask.data(), n);
+  CHECK(y == x);
+  CHECK(std::all_of(mask.begin(), mask.end(), [](std::uint8_t m) { return m == 1; }));
+  cpu::dropout_forward(x.data(), 1.0, 1234u, y.data(), mask.data(), n);
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 0.0f; }));
+  CHECK(std::all_of(mask.begin(), mask.end(), [](std::uint8_t m) { return m == 0; }));
 }
 
 TEST_CASE("kernels: cross_entropy rows and adam_update against plain formulas", "[kernels]") {

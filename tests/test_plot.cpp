@@ -26,6 +26,8 @@
 
 #include <sys/wait.h>
 
+#include "skip.hpp"
+
 namespace fs = std::filesystem;
 namespace plot = liere::plot;
 using liere::data::JsonValue;
@@ -610,12 +612,9 @@ TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file 
 
 // ==== the plot_metrics program ==========================================================================
 
-TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program]") {
+TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][needs-plot_metrics]") {
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "plot_metrics";
-  if (!fs::exists(exe)) {
-    WARN("skipped: " << exe << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
-    return;
-  }
+  if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   auto run = [&](const std::string& args) {
     const std::string cmd = exe.string() + " " + args + " > " + scratch("plot_metrics.log") + " 2>&1";
     const int status = std::system(cmd.c_str());
@@ -648,12 +647,9 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program]"
   CHECK(log().find(bad + ":2:") != std::string::npos);
 }
 
-TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program]") {
+TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "plot_metrics";
-  if (!fs::exists(exe)) {
-    WARN("skipped: " << exe << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
-    return;
-  }
+  if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   auto run = [&](const std::string& args) {
     const std::string cmd = exe.string() + " " + args + " > " + scratch("plot_bars.log") + " 2>&1";
     const int status = std::system(cmd.c_str());

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,67 @@ TEST_CASE("paired_bootstrap: clearly different classifiers give a small p", "[bo
   CHECK(r.diff_lo < r.diff);
   CHECK(r.diff_hi > r.diff);
   CHECK(r.diff == Approx(r.acc_a - r.acc_b));
+}
+
+TEST_CASE("paired_bootstrap: a p-value at the floor 2/(B+1) is a bound, written \"≤\", rounded up", "[bootstrap]") {
+  const auto a = bernoulli(1000, 0.80, 21), b = bernoulli(1000, 0.60, 22);
+  // No resample crosses 0 (z ≈ 10): p is the floor, a bound.
+  const auto r = train::paired_bootstrap(a, b, 10000);
+  CHECK(r.p_bound);
+  CHECK(r.p_value == 2.0 / 10001);
+  CHECK(train::p_value_text(r) == "≤ 0.0002");
+  // 2/1235 = 0.0016194: the bound rounded up to 2 digits, 0.0017 (0.0016 would not hold).
+  const auto s = train::paired_bootstrap(a, b, 1234);
+  CHECK(s.p_bound);
+  CHECK(train::p_value_text(s) == "≤ 0.0017");
+  // Some resamples cross 0: 60 examples only c gets right, 40 only d, 900 both (z ≈ 2): an estimate above the
+  // floor, written as a value.
+  std::vector<std::uint8_t> c(1000, 1), d(1000, 1);
+  for (int i = 0; i < 60; ++i) d[i] = 0;
+  for (int i = 60; i < 100; ++i) c[i] = 0;
+  const auto e = train::paired_bootstrap(c, d, 10000);
+  INFO("p " << e.p_value << " diff " << e.diff);
+  CHECK_FALSE(e.p_bound);
+  CHECK(e.p_value > 2.0 / 10001);
+  CHECK(e.p_value < 0.2);
+  char want[32];
+  std::snprintf(want, sizeof want, "%.3g", e.p_value);
+  CHECK(train::p_value_text(e) == want);
+  // Equal accuracy: p = 1 is no bound either.
+  const auto f = train::paired_bootstrap(a, a, 2000);
+  CHECK_FALSE(f.p_bound);
+  CHECK(train::p_value_text(f) == "1");
+}
+
+TEST_CASE("compare_runs prints \"p ≤ 0.0002\" (and p_bound in its JSON) when no resample crosses 0", "[bootstrap][program]") {
+  // tests/CMakeLists.txt builds compare_runs before this test (both need the example programs).
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "compare_runs";
+  INFO(exe.string() << " is not built");
+  REQUIRE(fs::exists(exe));
+  // 1000 examples, label 0: A wrong on examples 0-9; B wrong on 0-4 and on a run of others.
+  auto preds = [&](const std::string& name, int first_wrong, int n_wrong, int also_first, int also_n) {
+    std::string text = "# liere-predictions v1 n=1000 columns: index label pred\n";
+    for (int i = 0; i < 1000; ++i) {
+      const bool wrong = (i >= first_wrong && i < first_wrong + n_wrong) || (i >= also_first && i < also_first + also_n);
+      text += std::to_string(i) + " 0 " + (wrong ? "1" : "0") + "\n";
+    }
+    const std::string path = scratch(name);
+    write_text(path, text);
+    return path;
+  };
+  const std::string a = preds("cr_a.pred", 0, 10, 0, 0), far = preds("cr_far.pred", 100, 200, 0, 5),
+                    near = preds("cr_near.pred", 100, 15, 0, 5), json = scratch("cr.json"), log = scratch("cr.log");
+  auto run = [&](const std::string& b) {
+    return std::system((exe.string() + " " + a + " " + b + " --json " + json + " > " + log + " 2>&1").c_str());
+  };
+  // 200 only B wrong, 5 only A: no resample has A behind.
+  REQUIRE(run(far) == 0);
+  CHECK_THAT(read_text(log), Contains("\np ≤ 0.0002  (two-sided paired bootstrap") && Contains("no resample crossed 0"));
+  CHECK_THAT(read_text(json), Contains("\"p_bound\": true"));
+  // 15 only B wrong, 5 only A (z ≈ 2.2): an estimate, "p = …".
+  REQUIRE(run(near) == 0);
+  CHECK_THAT(read_text(log), Contains("\np = 0.0") && !Contains("≤"));
+  CHECK_THAT(read_text(json), Contains("\"p_bound\": false"));
 }
 
 TEST_CASE("paired_bootstrap: equal accuracy gives a large p", "[bootstrap]") {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <string>
 
 namespace liere::train {
 
@@ -96,7 +98,21 @@ PairedBootstrap paired_bootstrap(const std::vector<std::uint8_t>& a, const std::
   r.diff_hi = quantile_sorted(diff, 1 - alpha / 2);
   r.p_value = n10 == n01 ? 1.0
                          : std::min(1.0, 2.0 * double(1 + std::min(at_or_below, at_or_above)) / double(resamples + 1));
+  r.p_bound = n10 != n01 && std::min(at_or_below, at_or_above) == 0;
   return r;
+}
+
+std::string p_value_text(const PairedBootstrap& r) {
+  char buf[64];
+  if (!r.p_bound) {
+    std::snprintf(buf, sizeof buf, "%.3g", r.p_value);
+    return buf;
+  }
+  // Round up to 2 significant digits: 2/10001 = 0.00019998 is written 0.0002 (the 1 − 1e-12 keeps an exact
+  // 0.00020000000000000001 from becoming 0.00021).
+  const double scale = std::pow(10.0, 1 - std::floor(std::log10(r.p_value)));
+  std::snprintf(buf, sizeof buf, "≤ %.2g", std::ceil(r.p_value * scale * (1 - 1e-12)) / scale);
+  return buf;
 }
 
 }  // namespace liere::train

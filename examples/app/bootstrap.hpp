@@ -15,7 +15,8 @@
 //       p = min(1, 2 (1 + min(#{b : d*_b <= 0}, #{b : d*_b >= 0})) / (B + 1))
 //   i.e. the fraction of resampled differences on the other side of 0 (ties at 0 count against rejecting),
 //   doubled, with the +1 correction so that p is never 0 (the smallest reachable value is 2 / (B + 1)).
-//   When diff == 0 exactly, p = 1.
+//   When diff == 0 exactly, p = 1. When no resample falls on the other side of 0, p = 2 / (B + 1) is that floor,
+//   not an estimate: all the resamples say is p ≤ 2 / (B + 1) (`p_bound`; p_text writes "p ≤ …").
 //
 // Only counts matter (accuracy is a mean of 0/1 values), so a resample is computed by drawing n uniform
 // indices into the examples ordered by outcome — (1,1), (1,0), (0,1), (0,0) for pairs — and counting how
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace liere::train {
@@ -45,6 +47,7 @@ struct PairedBootstrap {
   double diff_lo = 0;
   double diff_hi = 0;
   double p_value = 1;
+  bool p_bound = false;  // no resample on the other side of 0: p_value is the floor 2 / (B + 1), an upper bound
 };
 
 // Percentile bootstrap interval of the accuracy mean(correct). Deterministic for a seed.
@@ -55,5 +58,9 @@ BootstrapCI bootstrap_ci(const std::vector<std::uint8_t>& correct, int resamples
 // file comment for the estimator. Sizes must match. Deterministic for a seed.
 PairedBootstrap paired_bootstrap(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
                                  int resamples = 10000, double level = 0.95, std::uint64_t seed = 0);
+
+// The p-value as text: "0.0123" (3 significant digits), or "≤ 0.0002" when it is the floor (p_bound), rounded up to
+// 2 significant digits so that the printed bound still holds. Callers write "p = 0.0123" and "p ≤ 0.0002".
+std::string p_value_text(const PairedBootstrap& r);
 
 }  // namespace liere::train

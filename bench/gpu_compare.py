@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""liere against PyTorch on one GPU: the training step of bench/README.md's GPU table, both sides in one run.
+
+For every model (ViT-Tiny, ViT-B; CIFAR shape: B 128, 32 px, patch 4, 100 classes), encoding and precision (float,
+TF32) it runs liere's `train_cifar --device cuda --bench-steps N` (with each --threads value: the host threads that
+compute the rotation tables) and PyTorch's `bench/torch_vit_gpu.py`, and writes everything to --json: a first line
+with the command, the dates and the machine (CPU, GPU, driver, CUDA, torch, liere's commit), then one line per run.
+It prints the table as bench/README.md shows it (img/s; liere with the first --threads value, the second in
+parentheses).
+
+  python3 bench/gpu_compare.py --build-dir build --json bench/results/gpu_<date>.jsonl
+  python3 bench/gpu_compare.py --build-dir build --models tiny --enc liere8 --steps 5 --json /tmp/g.jsonl  # smoke
+
+--python is the interpreter with a CUDA build of PyTorch (default: python3 on PATH; Debian's /usr/bin/python3 has a
+CPU-only torch). The driver itself imports no torch.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PE_FLAGS = {"abs": ["--pe", "absolute"], "rope-mixed": ["--pe", "rope-mixed"],
+            "liere8": ["--pe", "liere", "--block", "8"], "liere64": ["--pe", "liere", "--block", "64"]}
+LABEL = {"tiny": "ViT-Tiny", "base": "ViT-B", "abs": "abs", "rope-mixed": "rope-mixed", "liere8": "liere-8",
+         "liere64": "liere-64"}
+
+
+def sh(cmd, timeout=60):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def machine(args) -> dict:
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "nproc": os.cpu_count(), "loadavg_start": list(os.getloadavg()),
+            "nvidia_smi": sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]),
+            "nvcc": sh(["nvcc", "--version"]),
+            "torch": sh([args.python, "-c", "import torch; print(torch.__version__, torch.version.cuda)"], 120),
+            "liere_commit": sh(["git", "-C", HERE, "describe", "--always", "--dirty", "--abbrev=12"])}
+
+
+def run_liere(args, model, enc, tf32, threads) -> dict:
+    cmd = [os.path.join(args.build_dir, "examples", "train_cifar"), "--data", "cifar100", "--model", model,
+           "--patch", "4", "--batch", str(args.batch), "--device", args.device, "--bench-steps", str(args.steps),
+           "--threads", str(threads)] + PE_FLAGS[enc] + (["--tf32"] if tf32 else [])
+    t0 = time.time()
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rec = {"impl": "liere", "model": model, "enc": enc, "tf32": tf32, "threads": threads, "command": cmd,
+           "returncode": res.returncode, "wall_s": round(time.time() - t0, 1)}
+    if res.returncode != 0:
+        rec["output_tail"] = res.stdout[-2000:]
+        return rec
+    for tok in res.stdout.split():  # "device=cuda gemm=cuBLAS batch=128 ... train_img_per_s=…"
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            try:
+                rec[k] = float(v)
+            except ValueError:
+                rec[k] = v
+    rec["img_per_s"] = rec.get("train_img_per_s")
+    return rec
+
+
+def run_torch(args, model, encs, tf32) -> list:
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as tmp:
+        cmd = [args.python, os.path.join(HERE, "torch_vit_gpu.py"), "--enc", ",".join(encs), "--model", model,
+               "--steps", str(args.steps), "--batch", str(args.batch), "--json", tmp.name] + (["--tf32"] if tf32 else [])
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        recs = [dict(json.loads(l), impl="torch") for l in open(tmp.name) if l.strip()]
+    if res.returncode != 0 or not recs:
+        return [{"impl": "torch", "model": model, "tf32": tf32, "command": cmd, "returncode": res.returncode,
+                 "output_tail": res.stdout[-2000:]}]
+    return recs
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--json", required=True, metavar="OUT", help="JSON lines: the run's meta line, then every run")
+    p.add_argument("--models", default="tiny,base")
+    p.add_argument("--enc", default="abs,rope-mixed,liere8,liere64")
+    p.add_argument("--threads", default="16,2", help="liere's host threads, each a run [16,2]")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--python", default="python3", help="the interpreter with a CUDA PyTorch [python3]")
+    p.add_argument("--device", default="cuda", help="liere's --device (cpu: a smoke test of this script) [cuda]")
+    p.add_argument("--no-torch", action="store_true", help="liere's side only")
+    a = p.parse_args()
+    models, encs = a.models.split(","), a.enc.split(",")
+    threads = [int(t) for t in a.threads.split(",")]
+    started = time.time()
+    meta = {"type": "meta", "command": [sys.executable] + sys.argv,
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "machine": machine(a)}
+    print(json.dumps(meta["machine"], indent=1), flush=True)
+    runs = []
+    for model in models:
+        for tf32 in (False, True):
+            for enc in encs:
+                for t in threads:
+                    runs.append(run_liere(a, model, enc, tf32, t))
+                    r = runs[-1]
+                    print(f"liere {model} {enc} tf32={tf32} threads={t}: {r.get('img_per_s')} img/s", flush=True)
+            if not a.no_torch:
+                for r in run_torch(a, model, encs, tf32):
+                    runs.append(r)
+                    print(f"torch {model} {r.get('enc')} tf32={tf32}: {r.get('img_per_s')} img/s", flush=True)
+    meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+    with open(a.json + ".tmp", "w") as f:
+        f.write(json.dumps(meta) + "\n")
+        for r in runs:
+            f.write(json.dumps(dict(r, type="run")) + "\n")
+    os.replace(a.json + ".tmp", a.json)
+
+    def ips(impl, model, enc, tf32, t=None):
+        for r in runs:
+            if (r["impl"], r.get("model"), r.get("enc"), r.get("tf32")) == (impl, model, enc, tf32) and \
+                    (t is None or r.get("threads") == t) and r.get("img_per_s"):
+                return f"{r['img_per_s']:.0f}"
+        return "–"
+
+    def lcell(model, enc, tf32):
+        main = ips("liere", model, enc, tf32, threads[0])
+        return main + "".join(f" ({ips('liere', model, enc, tf32, t)})" for t in threads[1:])
+
+    print(f"\n| model | encoding | liere float | liere TF32 | PyTorch float | PyTorch TF32 |\n|---|---|---|---|---|---|")
+    for model in models:
+        for enc in encs:
+            print(f"| {LABEL[model]} | {LABEL[enc]} | {lcell(model, enc, False)} | {lcell(model, enc, True)} | "
+                  f"{ips('torch', model, enc, False)} | {ips('torch', model, enc, True)} |")
+    print(f"\nwrote {a.json}")
+    return 0 if all(r.get("returncode", 0) == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
