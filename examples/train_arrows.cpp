@@ -245,6 +245,7 @@ int main(int argc, char** argv) {
     f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
     f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
     f.add("pool", &pool, "cls (a CLS token, the paper's) or mean (the mean of the patch tokens)");
+    f.add("drop", &cfg.drop, "dropout in the MLP");
     f.add("model-res", &ao.model_res,
           "the image size the model is built for (its position grid and absolute table): with --init-from, the "
           "checkpoint's, to fine-tune it at another --res [0: --res]");

@@ -94,6 +94,12 @@ Comm& Comm::init([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
   Comm& c = world();
 #ifdef LIERE_WITH_MPI
   if (c.mpi_) return c;
+  // Only under a launcher (mpirun/mpiexec of Open MPI or MPICH, srun with PMI or PMIx): a program started on its
+  // own stays a plain single process, without MPI's runtime.
+  bool launched = false;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    launched = launched || std::getenv(v) != nullptr;
+  if (!launched) return c;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     std::fputs("MPI_Init_thread failed\n", stderr);
