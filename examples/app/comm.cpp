@@ -188,9 +188,10 @@ void Comm::wait_slot([[maybe_unused]] int slot, [[maybe_unused]] const char* wha
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   MPI_Request& r = slots_[std::size_t(slot)]->request;
-  // Poll: a few tries at once, then sleeping 20 µs growing to 1 ms between tries, so that a rank that waits gives
-  // its core to the ranks that compute (two ranks on two cores).
-  for (int tries = 0;; ++tries) {
+  // Poll. Open MPI's non-blocking collectives advance only inside MPI calls, so a large all-reduce (many rounds)
+  // needs frequent tests: yield the core between tries (two ranks on two cores share it with the ranks that
+  // compute), and sleep only once the wait has lasted a second (then something is wrong anyway).
+  for (;;) {
     int done = 0;
     check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
     if (done) break;
@@ -202,7 +203,8 @@ void Comm::wait_slot([[maybe_unused]] int slot, [[maybe_unused]] const char* wha
         << " s): a rank has died or stalls; ending the job (the last checkpoint, if any, is the last complete one)";
       abort(m.str(), 4);
     }
-    if (tries > 50) std::this_thread::sleep_for(std::chrono::microseconds(tries < 200 ? 20 : tries < 1000 ? 200 : 1000));
+    if (waited < 1.0) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   slots_[std::size_t(slot)]->used = false;
 #endif
