@@ -110,7 +110,12 @@ Comm& Comm::init([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &c.rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &c.size_);
-  if (const char* t = std::getenv("LIERE_COMM_TIMEOUT"); t && *t) c.timeout_ = std::atof(t);
+  MPI_Comm local;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank_, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+    MPI_Comm_rank(local, &c.local_rank_);
+    MPI_Comm_size(local, &c.local_size_);
+    MPI_Comm_free(&local);
+  }
   if (c.distributed()) {
     set_error_exit(leave_after_error);
     set_error_prefix(rank_prefix());

@@ -9,9 +9,8 @@
 // deadline passes they print which collective waited and for how long and end the job (MPI_Abort), instead of
 // hanging until the job's wall limit. (When a process is killed, mpirun itself usually ends the job first.)
 //
-// Device buffers: a float all-reduce of a CUDA buffer is staged through pinned host memory (cudaMallocHost): the
-// gradients are copied to the host, reduced by MPI and copied back (data_parallel.cpp). NCCL, which would reduce
-// device buffers directly between GPUs, is not implemented (docs/scaling.md says why and where it would go).
+// Device buffers: the gradient all-reduce of a CUDA model (data_parallel.cpp) runs on NCCL between the GPUs when the
+// build found NCCL (LIERE_WITH_NCCL; MPI bootstraps it), else it is staged through pinned host memory to MPI.
 //
 //   Comm& c = Comm::init(&argc, &argv);   // first thing in main: MPI_Init_thread when started by mpirun
 //   if (c.root()) std::cout << ...;       // rank 0 prints and writes files
@@ -38,6 +37,10 @@ class Comm {
   int size() const { return size_; }
   bool root() const { return rank_ == 0; }
   bool distributed() const { return size_ > 1; }
+  // This rank's index among the ranks on its machine, and their number (MPI_Comm_split_type, shared memory): which
+  // GPU of the machine a rank takes.
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
   // "mpi (Open MPI v4.1.4, …)", or "none (this build has no MPI)".
   std::string describe() const;
 
@@ -80,7 +83,7 @@ class Comm {
   // Polls `request` (an MPI_Request held in slots_) until done or the deadline; aborts with a message.
   void wait_slot(int slot, const char* what, double timeout_s);
 
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool mpi_ = false, finalized_ = false;
   double timeout_ = 30.0;
   struct Slot;

@@ -5,6 +5,7 @@
 #include <liere/backend/cpu/gemm.hpp>
 
 #ifdef LIERE_WITH_CUDA
+#include <cuda_runtime_api.h>
 #include <liere/backend/cuda/memory.hpp>
 #endif
 
@@ -125,6 +126,13 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
   device_ = opt_.resolved_device();
   if (device_ == Device::cuda) {
 #ifdef LIERE_WITH_CUDA
+    if (comm_.distributed()) {  // ranks on one machine take its GPUs in turn (before anything is allocated there)
+      const int gpus = cuda::device_count();
+      LIERE_ENSURE(cudaSetDevice(comm_.local_rank() % gpus) == cudaSuccess,
+                   "cudaSetDevice(" << comm_.local_rank() % gpus << ") failed");
+      if (comm_.local_size() > gpus)
+        std::cerr << "warning: " << comm_.local_size() << " ranks share this machine's " << gpus << " GPUs\n";
+    }
     cuda::set_tf32(opt_.tf32);
     std::cerr << "device: cuda, " << cuda::device_description() << (opt_.tf32 ? ", TF32 matrix products" : "") << "\n";
 #endif
@@ -146,7 +154,8 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     std::cerr << "data parallel: " << comm_.size() << " ranks (" << comm_.describe() << "), " << opt_.batch / comm_.size()
               << " samples per rank and step, " << reducer_->buckets() << " gradient buckets of up to " << opt_.bucket_mib
               << " MiB (" << reducer_->bytes() / 1e6 << " MB per step), "
-              << (opt_.no_overlap ? "reduced after backward" : "reduced while backward runs") << "\n";
+              << (opt_.no_overlap ? "reduced after backward" : "reduced while backward runs") << ", "
+              << reducer_->transport() << "\n";
   }
 }
 
