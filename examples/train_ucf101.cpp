@@ -259,10 +259,12 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
   run.clips_per_s = t.train_img_per_s();
   run.load_seconds = load_s;
   run.clips_loaded = loaded;
-  run.train_seconds = loaded / std::max(1e-9, run.clips_per_s);
+  // (In a data-parallel run `loaded` counts this rank's share, clips_per_s every rank's.)
+  run.train_seconds = double(loaded) * app::Comm::world().size() / std::max(1e-9, run.clips_per_s);
   app::print_result(run.result);
   const auto cs = tr.cache_stats();
-  std::cerr << "training data: " << loaded << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
+  std::cerr << "training data" << (app::Comm::world().distributed() ? " (rank 0's share)" : "") << ": " << loaded
+            << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
             << " s (" << std::setprecision(1) << loaded / std::max(1e-9, load_s) << " clips/s, "
             << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time); the trainer consumed "
             << run.clips_per_s << " clips/s; training-set cache so far: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
