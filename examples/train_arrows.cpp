@@ -102,14 +102,16 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   };
   std::vector<std::uint8_t> px(std::size_t(max_res) * max_res * opt.batch);
   const std::uint64_t train_seed = liere::mix_seed(std::uint64_t(opt.seed), 0xA770);
-  td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
-    // Fresh samples: sample index epoch·(samples per epoch) + step·B + i of the training stream.
-    const std::uint64_t first = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) * B + std::uint64_t(step) * B;
+  td.fill = [&](int epoch, std::int64_t step, int B, int first, int count, float* x, int* y) {
+    // Fresh samples: sample j of the step's batch is sample epoch·(samples per epoch) + step·B + j of the training
+    // stream; this call fills j in [first, first + count) (a data-parallel rank's share).
+    const std::uint64_t start = std::uint64_t(epoch) * std::uint64_t(td.steps_per_epoch) * B + std::uint64_t(step) * B +
+                                std::uint64_t(first);
     const data::ArrowRenderer& r = train_renderers[res_index(epoch, step)];
-    data::make_arrow_batch(r, train_seed, first, B, px.data(), y);
+    data::make_arrow_batch(r, train_seed, start, count, px.data(), y);
     const int n = r.resolution();
-    if (ao.shift > 0) shift_batch(px.data(), n, B, ao.shift, train_seed, first);
-    to_input(px.data(), std::size_t(n) * n * B, x, ao.standardize);
+    if (ao.shift > 0) shift_batch(px.data(), n, count, ao.shift, train_seed, start);
+    to_input(px.data(), std::size_t(n) * n * count, x, ao.standardize);
   };
 
   // The held-out set: its own seed, rendered once.
@@ -193,6 +195,7 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
 }  // namespace
 
 int main(int argc, char** argv) {
+  app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_arrows", [&] {
     app::TrainOptions opt;
     opt.epochs = 6;
@@ -242,6 +245,7 @@ int main(int argc, char** argv) {
     f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
     f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
     f.add("pool", &pool, "cls (a CLS token, the paper's) or mean (the mean of the patch tokens)");
+    f.add("drop", &cfg.drop, "dropout in the MLP");
     f.add("model-res", &ao.model_res,
           "the image size the model is built for (its position grid and absolute table): with --init-from, the "
           "checkpoint's, to fine-tune it at another --res [0: --res]");
@@ -255,6 +259,8 @@ int main(int argc, char** argv) {
     bool pe_given = false;
     for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
     if (!f.parse(argc, argv)) return 0;
+    if (!app::Comm::world().root())  // rank 0 writes the files
+      opt.summary_json.clear(), opt.predictions.clear(), compare_json.clear(), compare_png.clear(), attn_maps.clear();
     opt.validate();
     ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
     LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,

@@ -92,6 +92,7 @@ data::ImageSet load(const DataOptions& d, bool train) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_cifar", [&] {
     DataOptions d;
     app::TrainOptions opt;
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
     f.add_pe(&cfg.pe);
     opt.add_flags(f);
     if (!f.parse(argc, argv)) return 0;
+    if (!app::Comm::world().root()) opt.summary_json.clear(), opt.predictions.clear();  // rank 0 writes the files
 
     LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
                  "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
@@ -208,7 +210,9 @@ int main(int argc, char** argv) {
     td.steps_per_epoch = train.n / opt.batch;
     std::vector<int> perm;
     int perm_epoch = -1;
-    td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
+    // Samples [first, first + count) of step `step`'s batch of B (a data-parallel rank's share): sample j is
+    // perm[step·B + j], augmented from (seed, epoch, its index in the data set).
+    td.fill = [&](int epoch, std::int64_t step, int B, int first, int count, float* x, int* y) {
       if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
         perm.resize(train.n);
         for (int i = 0; i < train.n; ++i) perm[i] = i;
@@ -218,8 +222,8 @@ int main(int argc, char** argv) {
       }
       std::exception_ptr error;
 #pragma omp parallel for schedule(static)
-      for (int i = 0; i < B; ++i) {
-        const int idx = perm[std::size_t(step) * B + i];
+      for (int i = 0; i < count; ++i) {
+        const int idx = perm[std::size_t(step) * B + first + i];
         std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
         std::vector<std::uint8_t> img(per), tmp(per);
         if (folder) {  // decoded now; RandomResizedCrop, flip, RandAugment, or the central crop for --augment none

@@ -218,7 +218,9 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
 
   app::TrainData td;
   td.steps_per_epoch = tr.size() / opt.batch;
-  td.fill = [&](int epoch, std::int64_t step, int B, float* x, int* y) {
+  // Samples [first, first + count) of step `step`'s batch of B (a data-parallel rank's share): sample j is clip
+  // perm[step·B + j].
+  td.fill = [&](int epoch, std::int64_t step, int B, int first, int count, float* x, int* y) {
     if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
       perm.resize(std::size_t(tr.size()));
       for (int i = 0; i < tr.size(); ++i) perm[std::size_t(i)] = i;
@@ -227,11 +229,11 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
       perm_epoch = epoch;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < B; ++i) idx[std::size_t(i)] = perm[std::size_t(step) * B + i];
-    tr.load_batch(idx.data(), B, px.data(), y);
-    normalise(px.data(), B, plane, x, d.norm);
+    for (int i = 0; i < count; ++i) idx[std::size_t(i)] = perm[std::size_t(step) * B + first + i];
+    tr.load_batch(idx.data(), count, px.data(), y);
+    normalise(px.data(), count, plane, x, d.norm);
     load_s += seconds_since(t0);
-    loaded += B;
+    loaded += count;
   };
 
   app::EvalData test;
@@ -257,10 +259,12 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
   run.clips_per_s = t.train_img_per_s();
   run.load_seconds = load_s;
   run.clips_loaded = loaded;
-  run.train_seconds = loaded / std::max(1e-9, run.clips_per_s);
+  // (In a data-parallel run `loaded` counts this rank's share, clips_per_s every rank's.)
+  run.train_seconds = double(loaded) * app::Comm::world().size() / std::max(1e-9, run.clips_per_s);
   app::print_result(run.result);
   const auto cs = tr.cache_stats();
-  std::cerr << "training data: " << loaded << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
+  std::cerr << "training data" << (app::Comm::world().distributed() ? " (rank 0's share)" : "") << ": " << loaded
+            << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
             << " s (" << std::setprecision(1) << loaded / std::max(1e-9, load_s) << " clips/s, "
             << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time); the trainer consumed "
             << run.clips_per_s << " clips/s; training-set cache so far: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
@@ -313,6 +317,7 @@ void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_ucf101", [&] {
     VideoOptions vo;
     app::TrainOptions opt;
@@ -385,6 +390,8 @@ int main(int argc, char** argv) {
     bool pe_given = false;
     for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
     if (!f.parse(argc, argv)) return 0;
+    if (!app::Comm::world().root())  // rank 0 writes the files
+      opt.summary_json.clear(), opt.predictions.clear(), compare_json.clear(), compare_png.clear();
 
     // Defaults that depend on the data.
     const bool syn = vo.synthetic();
@@ -466,6 +473,10 @@ int main(int argc, char** argv) {
     VideoSets d;
     d.name = syn ? "passing" : "ucf101";
     d.norm = vo.norm();
+    // The synthetic task is written once, by rank 0 (no deadline: writing it may take minutes); the others reuse it.
+    app::Comm& comm = app::Comm::world();
+    if (syn && comm.distributed() && comm.root()) prepare_synthetic(vo, T, stride, S);
+    comm.barrier("waiting for rank 0 to write the synthetic task", 0);
     const std::string root = syn ? prepare_synthetic(vo, T, stride, S) : vo.root;
     if (vo.bench_data > 0) {
       bench_data(vo, T, stride, S, root);

@@ -49,7 +49,7 @@ app::TrainData data(std::pair<int, int> nan_at = {-1, -1}, int side = 8) {
   app::TrainData d;
   d.steps_per_epoch = 3;
   if (side != 8) d.size = {side, side};
-  d.fill = [nan_at, side](int epoch, std::int64_t step, int B, float* x, int* y) {
+  d.fill = [nan_at, side](int epoch, std::int64_t step, int B, int, int, float* x, int* y) {  // one process: the whole batch
     std::mt19937_64 g(liere::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
     std::normal_distribution<float> n(0, 1);
     for (int i = 0; i < B * side * side; ++i) x[i] = n(g);
@@ -246,7 +246,7 @@ TEST_CASE("trainer: TrainData::size_at gives every step its own image size (mult
     app::TrainData d;
     d.steps_per_epoch = 3;
     d.size_at = [side_of](int e, std::int64_t s) { return std::vector<int>{side_of(e, s), side_of(e, s)}; };
-    d.fill = [side_of](int epoch, std::int64_t step, int B, float* x, int* y) {
+    d.fill = [side_of](int epoch, std::int64_t step, int B, int, int, float* x, int* y) {
       const int side = side_of(epoch, step);
       std::mt19937_64 g(liere::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
       std::normal_distribution<float> n(0, 1);

@@ -1,6 +1,9 @@
 // examples/app/flags.cpp — the command-line parser of the programs.
 #include <app/flags.hpp>
 
+#include <app/comm.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -33,15 +36,23 @@ void Flags::section(const std::string& title) { help_ << "\n" << title << ":\n";
 
 void Flags::add(const std::string& name, int* v, const std::string& help) {
   opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int32(s); });
+  getters_[name] = [v] { return text(*v); };
 }
 void Flags::add(const std::string& name, std::int64_t* v, const std::string& help) {
   opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int(s); });
+  getters_[name] = [v] { return text(*v); };
 }
 void Flags::add(const std::string& name, double* v, const std::string& help) {
   opt(name, "X", help, text(*v), [v](const std::string& s) { *v = to_double(s); });
+  getters_[name] = [v] {
+    std::ostringstream o;
+    o << std::setprecision(17) << *v;
+    return o.str();
+  };
 }
 void Flags::add(const std::string& name, std::string* v, const std::string& help, const std::string& metavar) {
   opt(name, metavar, help, v->empty() ? std::string("none") : *v, [v](const std::string& s) { *v = s; });
+  getters_[name] = [v] { return *v; };
 }
 void Flags::add(const std::string& name, std::vector<int>* v, const std::string& help) {
   std::string d;
@@ -55,9 +66,18 @@ void Flags::add(const std::string& name, std::vector<int>* v, const std::string&
     std::string item;
     while (std::getline(ss, item, ',')) v->push_back(to_int32(item));
   });
+  getters_[name] = [v] {
+    std::string t;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if (i) t += ',';
+      t += std::to_string((*v)[i]);
+    }
+    return t;
+  };
 }
 void Flags::add_switch(const std::string& name, bool* v, const std::string& help) {
   switches_[name] = v;
+  getters_[name] = [v] { return std::string(*v ? "on" : "off"); };
   help_ << "  --" << std::left << std::setw(19) << name << " " << help << "\n";
 }
 void Flags::add_pe(PEConfig* pe) {
@@ -108,6 +128,8 @@ bool Flags::parse(int argc, char** argv) {
     }
     throw UsageError("unknown option --" + name);
   }
+  // A data-parallel run: every rank must have the same options (but its thread count).
+  if (Comm::world().distributed()) check_same_flags(Comm::world(), canonical({"threads"}));
   return true;
 }
 
@@ -121,6 +143,31 @@ bool Flags::known(const std::string& name) const {
     return true;
   }
 }
+
+std::string Flags::canonical(const std::vector<std::string>& ignore) const {
+  std::string out;
+  for (const auto& [name, get] : getters_)
+    if (std::find(ignore.begin(), ignore.end(), name) == ignore.end()) out += name + "=" + get() + "\n";
+  if (pe_) out += "pe=" + pe_->describe() + "\n";
+  return out;
+}
+
+namespace {
+int print_and_return(const std::string& text, int code, bool) {
+  std::cerr << text;
+  return code;
+}
+ErrorExit g_error_exit = print_and_return;
+std::string g_error_prefix;
+bool g_usage_shared = false;
+}  // namespace
+
+void set_error_exit(ErrorExit f) { g_error_exit = f ? f : print_and_return; }
+int error_exit(const std::string& text, int code, bool all_ranks) { return g_error_exit(text, code, all_ranks); }
+void set_error_prefix(const std::string& prefix) { g_error_prefix = prefix; }
+const std::string& error_prefix() { return g_error_prefix; }
+void set_usage_errors_shared(bool shared) { g_usage_shared = shared; }
+bool usage_errors_shared() { return g_usage_shared; }
 
 long long Flags::to_int(const std::string& s) {
   char* end = nullptr;

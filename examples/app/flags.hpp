@@ -29,6 +29,12 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// An error every rank of a data-parallel run raises alike (e.g. a non-finite loss after the all-reduce): rank 0
+// alone prints it and the ranks end normally.
+struct AllRanksError : Error {
+  using Error::Error;
+};
+
 // `--name value` or `--name=value`; switches take no value. Position-encoding flags go to a PEConfig.
 class Flags {
  public:
@@ -52,6 +58,10 @@ class Flags {
   // Whether --name is an option of this program (a PE flag is known when a scratch PEConfig takes or rejects it).
   bool known(const std::string& name) const;
 
+  // Every option's value (given or default) and every switch, "name=value" lines sorted by name, and the
+  // position encoding's description: what the ranks of a data-parallel run compare (all but `ignore`).
+  std::string canonical(const std::vector<std::string>& ignore = {}) const;
+
   static long long to_int(const std::string& s);
   static double to_double(const std::string& s);
 
@@ -62,9 +72,24 @@ class Flags {
   std::string program_, summary_;
   std::ostringstream help_;
   std::map<std::string, std::function<void(const std::string&)>> setters_;
+  std::map<std::string, std::function<std::string()>> getters_;
   std::map<std::string, bool*> switches_;
   PEConfig* pe_ = nullptr;
 };
+
+// How an error leaves main (run_main). A distributed run (app/comm.hpp) installs its own: `all_ranks` says that
+// every rank raised the same error (a usage error once the ranks are known to share their flags), so rank 0 alone
+// prints it; otherwise the rank that failed prints it and ends the job, since the others may be waiting for it.
+// The default prints `text` to stderr and returns `code`.
+using ErrorExit = int (*)(const std::string& text, int code, bool all_ranks);
+void set_error_exit(ErrorExit f);
+int error_exit(const std::string& text, int code, bool all_ranks);
+// Prepended to error messages ("[rank 1/2] " in a distributed run).
+void set_error_prefix(const std::string& prefix);
+const std::string& error_prefix();
+// Whether a usage error is known to be raised by every rank alike (set once the ranks compared their flags).
+void set_usage_errors_shared(bool shared);
+bool usage_errors_shared();
 
 // Runs main's body: usage errors exit 2 with the message and a pointer to --help, other errors exit 1.
 template <class F>
@@ -72,11 +97,12 @@ int run_main(const char* program, F&& body) {
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << program << ": " << e.what() << "\n(run " << program << " --help for the options)\n";
-    return 2;
+    return error_exit(error_prefix() + program + ": " + e.what() + "\n(run " + program + " --help for the options)\n", 2,
+                      usage_errors_shared());
+  } catch (const AllRanksError& e) {
+    return error_exit(error_prefix() + program + ": error: " + e.what() + "\n", 1, true);
   } catch (const std::exception& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
-    return 1;
+    return error_exit(error_prefix() + program + ": error: " + e.what() + "\n", 1, false);
   }
 }
 

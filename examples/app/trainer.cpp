@@ -5,6 +5,7 @@
 #include <liere/backend/cpu/gemm.hpp>
 
 #ifdef LIERE_WITH_CUDA
+#include <cuda_runtime_api.h>
 #include <liere/backend/cuda/memory.hpp>
 #endif
 
@@ -51,6 +52,10 @@ void TrainOptions::add_flags(Flags& f) {
   f.section("Modes");
   f.add("bench-steps", &bench_steps, "time N training steps on random data, print train_img_per_s=X, exit");
   f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E and exit");
+  f.section("Data parallel (mpirun -np N; docs/scaling.md)");
+  f.add("comm-timeout", &comm_timeout, "seconds a rank waits for the others in a collective before it ends the job");
+  f.add("bucket-mib", &bucket_mib, "size of the gradient all-reduce buckets, MiB");
+  f.add_switch("no-overlap", &no_overlap, "all-reduce the gradients after backward instead of while it runs");
 }
 
 namespace {
@@ -88,6 +93,11 @@ void TrainOptions::validate() const {
   LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && (epochs == 0 || warmup < epochs + 1) && clip >= 0,
                "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
   LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+  LIERE_ENSURE(comm_timeout > 0 && bucket_mib > 0, "--comm-timeout and --bucket-mib must be > 0");
+  if (const int n = Comm::world().size(); batch % n != 0)
+    throw UsageError("--batch " + std::to_string(batch) + " does not divide among the " + std::to_string(n) +
+                     " ranks of this run (mpirun -np " + std::to_string(n) + "): --batch is the global batch and every "
+                     "rank takes batch/N samples of each step; use a multiple of " + std::to_string(n));
   LIERE_ENSURE(resume.empty() || init_from.empty(),
                "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
                "--init-from starts a new one from a checkpoint's weights");
@@ -106,11 +116,23 @@ std::string fmt_pct(double x, int decimals) {
 }
 
 Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::string data_name)
-    : cfg_(model_cfg), opt_(opt), data_name_(std::move(data_name)), model_(params_, cfg_, std::uint64_t(opt.seed)) {
+    : cfg_(model_cfg),
+      opt_(opt),
+      data_name_(std::move(data_name)),
+      model_(params_, cfg_, std::uint64_t(opt.seed)),
+      comm_(Comm::world()) {
   omp_set_num_threads(opt_.threads);
+  comm_.set_timeout(opt_.comm_timeout);
   device_ = opt_.resolved_device();
   if (device_ == Device::cuda) {
 #ifdef LIERE_WITH_CUDA
+    if (comm_.distributed()) {  // ranks on one machine take its GPUs in turn (before anything is allocated there)
+      const int gpus = cuda::device_count();
+      LIERE_ENSURE(cudaSetDevice(comm_.local_rank() % gpus) == cudaSuccess,
+                   "cudaSetDevice(" << comm_.local_rank() % gpus << ") failed");
+      if (comm_.local_size() > gpus)
+        std::cerr << "warning: " << comm_.local_size() << " ranks share this machine's " << gpus << " GPUs\n";
+    }
     cuda::set_tf32(opt_.tf32);
     std::cerr << "device: cuda, " << cuda::device_description() << (opt_.tf32 ? ", TF32 matrix products" : "") << "\n";
 #endif
@@ -124,6 +146,84 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     return optim::default_no_decay(n, s, {"pe."});
   });
   adam_ = std::make_unique<optim::Adam>(groups, ac);
+  if (comm_.distributed()) {
+    // Every rank built the same weights from the seed; rank 0's are sent anyway, so that the ranks start equal
+    // whatever their machines.
+    broadcast_params(comm_, params_);
+    reducer_ = std::make_unique<GradReducer>(comm_, params_, opt_.bucket_mib);
+    std::cerr << "data parallel: " << comm_.size() << " ranks (" << comm_.describe() << "), " << opt_.batch / comm_.size()
+              << " samples per rank and step, " << reducer_->buckets() << " gradient buckets of up to " << opt_.bucket_mib
+              << " MiB (" << reducer_->bytes() / 1e6 << " MB per step), "
+              << (opt_.no_overlap ? "reduced after backward" : "reduced while backward runs") << ", "
+              << reducer_->transport() << "\n";
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& y, int first, std::uint64_t seed,
+                                       double lr, int epoch, std::int64_t step) {
+  const int N = comm_.size();
+  StepStats st;
+  Tape tape(seed);
+  if (N > 1) {
+    tape.set_batch_shard(first, Index(y.size()));
+    if (!opt_.no_overlap) reducer_->attach(tape);
+  }
+  Var logits, loss;
+  try {
+    Var xv(x.to(device_));
+    logits = model_.forward(tape, xv);
+    loss = ops::cross_entropy(tape, logits, y);
+  } catch (const Error& e) {
+    tape.clear();
+    step_failed(e);
+  }
+  double l = loss.item();
+  auto check_finite = [&] {
+    if (std::isfinite(l)) return;
+    tape.clear();
+    std::ostringstream m;
+    m << "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << step + 1
+      << "; training stopped"
+      << (opt_.save.empty() ? std::string() : "; the last good checkpoint '" + opt_.save + "' is intact")
+      << " (try a lower --lr or --clip)";
+    throw AllRanksError(m.str());
+  };
+  if (N == 1) check_finite();
+  try {
+    // The global loss is the mean of the ranks' means: each rank's backward is seeded with 1/N, and the all-reduce
+    // sums the gradients.
+    if (N == 1) tape.backward(loss);
+    else tape.backward(loss, Tensor::full(loss.shape(), 1.0f / float(N), loss.device()));
+  } catch (const Error& e) {
+    step_failed(e);
+  }
+  const std::vector<float> host_logits = logits.value().to_vector();
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const float* r = host_logits.data() + i * std::size_t(cfg_.classes);
+    st.correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
+  }
+  if (N > 1) {
+    st.comm_s = reducer_->finish();
+    const auto t0 = std::chrono::steady_clock::now();
+    double stats[2] = {l, double(st.correct)};
+    comm_.all_reduce_sum(stats, 2, "the step's loss");
+    st.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    l = stats[0] / N;
+    st.correct = std::int64_t(stats[1]);
+    check_finite();
+  }
+  st.loss = l;
+  try {
+    if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+    adam_->set_lr(lr);
+    adam_->step();
+    params_.zero_grad();
+  } catch (const Error& e) {
+    step_failed(e);
+  }
+  return st;
 }
 
 std::string Trainer::dry_run_line() const {
@@ -138,33 +238,23 @@ nn::Metadata Trainer::identity() const {
 }
 
 double Trainer::bench(int steps) {
-  const int B = opt_.batch;
-  Shape xs{B, cfg_.channels};
+  const int B = opt_.batch, N = comm_.size(), Bl = B / N;
+  Shape xs{Bl, cfg_.channels};
   for (int d : cfg_.image) xs.push_back(d);
   Tensor xh(xs);
-  std::mt19937_64 g(1);
+  std::mt19937_64 g(1 + std::uint64_t(comm_.rank()));
   std::normal_distribution<float> n(0, 1);
   for (Index i = 0; i < xh.numel(); ++i) xh.data()[i] = n(g);
-  std::vector<int> y(B);
-  for (int i = 0; i < B; ++i) y[i] = int(g() % cfg_.classes);
+  std::vector<int> y(Bl);
+  for (int i = 0; i < Bl; ++i) y[i] = int(g() % cfg_.classes);
   // Each step copies the batch to the device, as training does.
-  auto step = [&] {
-    try {
-      Tape tape(1);
-      Var xv(xh.to(device_));
-      auto loss = ops::cross_entropy(tape, model_.forward(tape, xv), y);
-      tape.backward(loss);
-      if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
-      adam_->step();
-      params_.zero_grad();
-    } catch (const Error& e) {
-      step_failed(e);
-    }
-  };
+  double comm_s = 0;
+  auto step = [&] { comm_s += train_step(xh, y, comm_.rank() * Bl, 1, opt_.lr, 0, 0).comm_s; };
   auto sync = [&] {
 #ifdef LIERE_WITH_CUDA
     if (device_ == Device::cuda) cuda::synchronize();
 #endif
+    comm_.barrier("the benchmark");
   };
   auto cpu_s = [] {  // CPU time of the process (all threads): on a shared machine, the work without the waiting
     timespec ts{};
@@ -173,6 +263,7 @@ double Trainer::bench(int steps) {
   };
   for (int i = 0; i < 2; ++i) step();
   sync();
+  comm_s = 0;
   const double c0 = cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
@@ -186,8 +277,12 @@ double Trainer::bench(int steps) {
             << " gemm=" << (device_ == Device::cuda ? std::string("cuBLAS") : cpu::gemm_backend_name(cpu::gemm_backend()))
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
             << 1000 * s / steps << " step_cpu_ms=" << 1000 * cpu / steps << " achieved_gflops=" << gflops
-            << " peak_rss_mib=" << peak_rss_mib()
-            << "\ntrain_img_per_s=" << std::setprecision(2) << ips << "\n";
+            << " peak_rss_mib=" << peak_rss_mib();
+  if (N > 1)
+    std::cout << "\nranks=" << N << " batch_per_rank=" << Bl << " comm_wait_ms=" << std::setprecision(2)
+              << 1000 * comm_s / steps << " allreduce_mb_per_step=" << std::setprecision(3) << reducer_->bytes() / 1e6
+              << " buckets=" << reducer_->buckets() << " buckets_started_in_backward=" << reducer_->started_during_backward();
+  std::cout << "\ntrain_img_per_s=" << std::setprecision(2) << ips << "\n";
   return ips;
 }
 
@@ -209,40 +304,55 @@ EvalResult Trainer::evaluate(const EvalData& data, bool progress) {
   const int C = cfg_.channels, B = opt_.eval_batch;
   std::size_t per = C;
   for (int d : data.size) per *= d;
-  std::mt19937_64 shuffle_rng(data.shuffle_seed);
-  double loss_sum = 0;
+  // This rank's share: examples [lo, hi).
+  const int N = comm_.size(), rank = comm_.rank();
+  const int lo = int(std::int64_t(data.n) * rank / N), hi = int(std::int64_t(data.n) * (rank + 1) / N);
+  std::vector<double> rows(std::size_t(data.n), 0.0);        // per-example loss
+  std::vector<std::int64_t> preds(std::size_t(data.n), 0);   // per-example prediction
   std::unique_ptr<train::ProgressBar> bar;
-  const int batches = (data.n + B - 1) / B;
+  const int batches = (hi - lo + B - 1) / B;
   if (progress) bar = std::make_unique<train::ProgressBar>(batches, "eval " + data.name);
-  for (int first = 0, k = 0; first < data.n; first += B, ++k) {
-    const int n = std::min(B, data.n - first);
+  for (int first = lo, k = 0; first < hi; first += B, ++k) {
+    const int n = std::min(B, hi - first);
     Shape xs{n, C};
     for (int d : data.size) xs.push_back(d);
     Tensor x(xs);
     data.fill(first, n, x.data());
     if (data.shuffle_patch > 0)
-      for (int i = 0; i < n; ++i) data::shuffle_patches(x.data() + i * per, C, data.size[0], data.size[1], data.shuffle_patch, shuffle_rng);
+      for (int i = 0; i < n; ++i) {
+        std::mt19937_64 shuffle_rng(mix_seed(data.shuffle_seed, std::uint64_t(first + i)));
+        data::shuffle_patches(x.data() + i * per, C, data.size[0], data.size[1], data.shuffle_patch, shuffle_rng);
+      }
     std::vector<int> y(data.labels.begin() + first, data.labels.begin() + first + n);
-    std::vector<float> rows, host_logits;
+    std::vector<float> loss_rows, host_logits;
     try {
       Var xv(x.to(device_));
       Var logits = model_.forward(tape, xv);
-      ops::cross_entropy(tape, logits, y, 0.0, &rows);
+      ops::cross_entropy(tape, logits, y, 0.0, &loss_rows);
       host_logits = logits.value().to_vector();
     } catch (const Error& e) {
       step_failed(e);
     }
     for (int i = 0; i < n; ++i) {
-      loss_sum += rows[i];
+      rows[std::size_t(first + i)] = loss_rows[i];
       const float* l = host_logits.data() + std::size_t(i) * cfg_.classes;
-      const int pred = int(std::max_element(l, l + cfg_.classes) - l);
-      r.labels.push_back(y[i]);
-      r.preds.push_back(pred);
-      r.correct.push_back(pred == y[i]);
+      preds[std::size_t(first + i)] = int(std::max_element(l, l + cfg_.classes) - l);
     }
     if (bar) bar->add_items(n), bar->update(k + 1);
   }
   if (bar) bar->finish();
+  if (N > 1) {  // every example was computed by one rank and is 0 on the others
+    comm_.all_reduce_sum(rows.data(), rows.size(), "the evaluation");
+    comm_.all_reduce_sum(preds.data(), preds.size(), "the evaluation");
+  }
+  double loss_sum = 0;
+  for (int i = 0; i < data.n; ++i) {
+    loss_sum += rows[std::size_t(i)];
+    const int y = data.labels[std::size_t(i)], pred = int(preds[std::size_t(i)]);
+    r.labels.push_back(y);
+    r.preds.push_back(pred);
+    r.correct.push_back(pred == y);
+  }
   r.loss = loss_sum / std::max(1, data.n);
   r.ci = train::bootstrap_ci(r.correct, 1000, 0.95, 0);
   r.acc = r.ci.mean;
@@ -287,18 +397,19 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
   }
   if (!opt_.init_from.empty()) load_init_weights();
   std::unique_ptr<train::MetricsWriter> metrics;
-  if (!opt_.metrics.empty())
+  if (!opt_.metrics.empty() && comm_.root())
     metrics = std::make_unique<train::MetricsWriter>(
         opt_.metrics, start_epoch > 0 ? train::MetricsWriter::Mode::append : train::MetricsWriter::Mode::truncate);
 
-  const int B = opt_.batch;
+  // This rank's share of every step's batch: samples [first, first + Bl).
+  const int B = opt_.batch, Bl = B / comm_.size(), first = comm_.rank() * Bl;
   auto batch_shape = [&](int epoch, std::int64_t s) {
-    Shape xs{B, cfg_.channels};
+    Shape xs{Bl, cfg_.channels};
     for (int d : data.size_at ? data.size_at(epoch, s) : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
     return xs;
   };
   Tensor x(batch_shape(start_epoch, 0));
-  std::vector<int> y(B);
+  std::vector<int> y(Bl);
   EvalResult last;
   bool evaluated_last = false;
   for (int epoch = start_epoch; epoch < opt_.epochs; ++epoch) {
@@ -312,49 +423,19 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
         const Shape xs = batch_shape(epoch, s);
         if (xs != x.shape()) x = Tensor(xs);
       }
-      data.fill(epoch, s, B, x.data(), y.data());
-      Tape tape(mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)));
-      Var logits, loss;
+      data.fill(epoch, s, B, first, Bl, x.data(), y.data());
+      StepStats st;
       try {
-        Var xv(x.to(device_));
-        logits = model_.forward(tape, xv);
-        loss = ops::cross_entropy(tape, logits, y);
-      } catch (const Error& e) {
-        tape.clear();
+        st = train_step(x, y, first, mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)),
+                        sched.at_step(global), epoch, s);
+      } catch (...) {
         bar.finish();
-        step_failed(e);
+        throw;
       }
-      const double l = loss.item();
-      if (!std::isfinite(l)) {
-        tape.clear();
-        bar.finish();
-        LIERE_ENSURE(false, "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << s + 1
-                                           << "; training stopped"
-                                           << (opt_.save.empty() ? std::string()
-                                                                 : "; the last good checkpoint '" + opt_.save +
-                                                                       "' is intact")
-                                           << " (try a lower --lr or --clip)");
-      }
-      try {
-        tape.backward(loss);
-        if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
-        adam_->set_lr(sched.at_step(global));
-        adam_->step();
-        params_.zero_grad();
-      } catch (const Error& e) {
-        bar.finish();
-        step_failed(e);
-      }
-      const std::vector<float> host_logits = logits.value().to_vector();
-      std::int64_t step_correct = 0;
-      for (int i = 0; i < B; ++i) {
-        const float* r = host_logits.data() + std::size_t(i) * cfg_.classes;
-        step_correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
-      }
-      loss_sum += l * B;
-      correct += step_correct;
+      loss_sum += st.loss * B;
+      correct += st.correct;
       seen += B;
-      window_loss += l * B, window_correct += step_correct, window_seen += B;
+      window_loss += st.loss * B, window_correct += st.correct, window_seen += B;
       if (metrics && opt_.log_every > 0 && (global + 1) % opt_.log_every == 0) {
         metrics->write({{"step", global + 1},
                         {"epoch_progress", double(global + 1) / double(spe)},
@@ -388,7 +469,7 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
                 << fmt_pct(last.acc) << "% [" << fmt_pct(last.ci.lo) << ", " << fmt_pct(last.ci.hi) << "]\n";
     }
     if (metrics) metrics->write(row);
-    if (!opt_.save.empty()) {
+    if (!opt_.save.empty() && comm_.root()) {  // rank 0 writes it (atomically); every rank holds the same weights
       nn::Metadata meta = identity();
       meta["epoch"] = std::to_string(epoch + 1);
       meta["seed"] = std::to_string(opt_.seed);

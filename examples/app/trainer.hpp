@@ -5,9 +5,17 @@
 // Determinism: the data of step s of epoch e depend only on (seed, e, s) and dropout draws from a generator
 // seeded by (seed, global step), so training N epochs in one go, or in pieces with --save/--resume at
 // epoch boundaries, gives the same weights bit for bit with the same thread count.
+//
+// Data parallel (mpirun -np N, docs/scaling.md): --batch is the global batch; rank r computes samples
+// [r·B/N, (r+1)·B/N) of every step's batch, whose contents and augmentation are keyed by the sample, and dropout
+// masks by the sample's place in the global batch (Tape::set_batch_shard), so a run does not depend on N beyond
+// float rounding. Gradients are summed in buckets while backward runs (GradReducer); evaluation is split between
+// the ranks and gathered. Rank 0 alone prints, writes metrics and checkpoints; any N resumes any checkpoint.
 #pragma once
 
 #include <app/bootstrap.hpp>
+#include <app/comm.hpp>
+#include <app/data_parallel.hpp>
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
 #include <app/progress.hpp>
@@ -40,33 +48,43 @@ struct TrainOptions {
   std::string model = "tiny";
   std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
   bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores
+  // data parallel (mpirun)
+  double comm_timeout = 30;     // seconds a collective waits for the other ranks before the job is ended
+  double bucket_mib = 4;        // gradient all-reduce bucket size
+  bool no_overlap = false;      // all-reduce after backward instead of during it
 
   void add_flags(Flags& f);
-  // Also checks the device: --device cuda without a CUDA build or device is a UsageError (exit code 2).
+  // Also checks the device: --device cuda without a CUDA build or device is a UsageError (exit code 2), and that
+  // --batch divides among the ranks of a data-parallel run.
   void validate() const;
   // The device --device names (auto resolved).
   Device resolved_device() const;
 };
 
 // ---- data ---------------------------------------------------------------------------------------------
-// The training data: fill(epoch, step, batch, x, y) writes `batch` normalised inputs (C, …) and labels.
+// The training data: fill(epoch, step, batch, first, count, x, y) writes samples [first, first + count) of the
+// `batch` samples of (epoch, step) — normalised inputs (count, C, …) and labels. A sample's contents and
+// augmentation must depend on (seed, epoch, its index in the epoch) only, not on first and count: ranks of a
+// data-parallel run each fill their share of the same batch.
 struct TrainData {
   std::int64_t steps_per_epoch = 0;
   std::vector<int> size;  // spatial size of the inputs; empty: the model's image size
-  std::function<void(int epoch, std::int64_t step, int batch, float* x, int* y)> fill;
+  std::function<void(int epoch, std::int64_t step, int batch, int first, int count, float* x, int* y)> fill;
   // Optional, for multi-resolution training: the spatial size of the batch of (epoch, step), which fill
   // then writes; `size` is not used.
   std::function<std::vector<int>(int epoch, std::int64_t step)> size_at;
 };
 
-// An evaluation set: n examples of shape (C, size...), fill(first, count, x) writes normalised inputs.
+// An evaluation set: n examples of shape (C, size...), fill(first, count, x) writes normalised inputs. In a
+// data-parallel run each rank fills and evaluates its contiguous share.
 struct EvalData {
   std::string name = "test";
   int n = 0;
   std::vector<int> size;  // spatial size (H, W) or (frames, H, W)
   std::vector<int> labels;
   std::function<void(int first, int count, float* x)> fill;
-  // Optional: shuffle the patches of every image with this patch size (paper Table 5).
+  // Optional: shuffle the patches of every image with this patch size (paper Table 5); image i's permutation is
+  // drawn from mix_seed(shuffle_seed, i).
   int shuffle_patch = 0;
   std::uint64_t shuffle_seed = 0;
 };
@@ -89,6 +107,9 @@ std::string fmt_pct(double x, int decimals = 2);
 class Trainer {
  public:
   Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::string data_name);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   nn::Vit& model() { return model_; }
   nn::Params& params() { return params_; }
@@ -102,10 +123,12 @@ class Trainer {
   // What a checkpoint must match to be resumed.
   nn::Metadata identity() const;
 
-  // Times `steps` training steps (after 2 warm-up steps) on random inputs; prints and returns img/s.
+  // Times `steps` training steps (after 2 warm-up steps) on random inputs; prints and returns img/s (of the
+  // global batch: in a data-parallel run each rank computes its share, and the time waiting on communication is
+  // printed as comm_wait_ms).
   double bench(int steps);
 
-  // Evaluates on `data` (no gradients, no dropout).
+  // Evaluates on `data` (no gradients, no dropout); every rank returns the whole result.
   EvalResult evaluate(const EvalData& data, bool progress = false);
 
   // --init-from: the checkpoint's weights into the model (no optimizer state, no epoch). The same model and
@@ -125,6 +148,18 @@ class Trainer {
   // One training step's error: out of device memory becomes a message naming the batch size to lower.
   [[noreturn]] void step_failed(const Error& e) const;
 
+  // One optimiser step on this rank's share x, y (samples [first, first + y.size()) of the global batch) with the
+  // tape seeded by `seed`: forward, backward with the gradient all-reduce, clipping, update. Returns the global
+  // batch's mean loss and correct count; comm_s gets the seconds spent waiting on the other ranks. A non-finite
+  // loss is an AllRanksError naming (epoch, step), 0-based here.
+  struct StepStats {
+    double loss = 0;
+    std::int64_t correct = 0;
+    double comm_s = 0;
+  };
+  StepStats train_step(const Tensor& x, const std::vector<int>& y, int first, std::uint64_t seed, double lr, int epoch,
+                       std::int64_t step);
+
   nn::VitConfig cfg_;
   TrainOptions opt_;
   Device device_ = Device::cpu;
@@ -132,6 +167,8 @@ class Trainer {
   nn::Params params_;
   nn::Vit model_;
   std::unique_ptr<optim::Adam> adam_;
+  Comm& comm_;
+  std::unique_ptr<GradReducer> reducer_;  // data parallel only
   double train_seconds_ = 0;
   std::int64_t train_images_ = 0;
 };

@@ -110,7 +110,7 @@ VarT<S> gelu(TapeT<S>& tape, const VarT<S>& x) {
 }
 
 // Dropout with probability p, drawing from tape.rng(); the identity (the same Var) in evaluation mode or
-// for p = 0.
+// for p = 0. With Tape::set_batch_shard, a shard of a batch gets the mask its samples have in the whole batch.
 template <class S>
 VarT<S> dropout(TapeT<S>& tape, const VarT<S>& x, double p) {
   LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p);
@@ -118,7 +118,15 @@ VarT<S> dropout(TapeT<S>& tape, const VarT<S>& x, double p) {
   const Device dev = x.device();
   VarT<S> y = tape.output(x.shape(), x);
   TensorT<std::uint8_t> mask(x.shape(), dev);
-  const std::uint64_t key = tape.rng().next_u64();
+  std::uint64_t key = tape.rng().next_u64();
+  if (tape.shard_first() > 0) {
+    // Element i of this shard is element first·(elements per sample) + i of the whole batch, and the mask of
+    // element j is hash_u64(key, j) = splitmix64(key + j·γ) (core/rng.hpp): shifting the key by first·per·γ
+    // gives this shard exactly its part of the whole batch's mask.
+    LIERE_ENSURE(x.numel() % tape.shard_count() == 0, "dropout: " << x.label() << " is not " << tape.shard_count()
+                                                                    << " samples of equal size (Tape::set_batch_shard)");
+    key += std::uint64_t(tape.shard_first()) * std::uint64_t(x.numel() / tape.shard_count()) * kGoldenGamma;
+  }
   LIERE_DISPATCH(S, dev, dropout_forward, x.data(), p, key, y.data(), mask.data(), x.numel());
   if (y.requires_grad()) {
     tape.push([mask, p, gx = x.grad_ref(), gy = y.grad_ref(), dev] {

@@ -23,7 +23,10 @@
 // only as long as the closures and Vars that refer to them.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <functional>
+#include <limits>
 #include <liere/core/config.hpp>
 #include <liere/backend/cpu/elementwise.hpp>
 #include <liere/backend/dispatch.hpp>
@@ -31,6 +34,7 @@
 #include <liere/tensor/tensor.hpp>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,6 +72,8 @@ class GradSlot {
     acc();
     return base_ ? base_->tensor().view(shape_) : tensor_;
   }
+  // The slot that owns the buffer (this one, or the slot a reshaped view refers to).
+  const GradSlot* root() const { return base_ ? base_->root() : this; }
   // For parameters: a persistent buffer.
   void set(TensorT<S> t) {
     ensure_same_shape(t.shape(), shape_, "GradSlot::set");
@@ -238,6 +244,7 @@ class TapeT {
     VarT<S> y{TensorT<S>(shape, d)};
     if (grad_enabled_ && (input0.requires_grad() || (inputs.requires_grad() || ...)))
       y.node_->grad = std::make_shared<GradSlot<S>>(shape, d);
+    if (watch_ && grad_enabled_) note_inputs(input0, inputs...);
     return y;
   }
   // The same on an explicit device (an op whose inputs live elsewhere, e.g. the encoding's tables computed on the
@@ -247,6 +254,7 @@ class TapeT {
     VarT<S> y{TensorT<S>(shape, d)};
     if (grad_enabled_ && (input0.requires_grad() || (inputs.requires_grad() || ...)))
       y.node_->grad = std::make_shared<GradSlot<S>>(shape, d);
+    if (watch_ && grad_enabled_) note_inputs(input0, inputs...);
     return y;
   }
   // Appends a backward closure (call it only for an output that requires a gradient).
@@ -269,9 +277,34 @@ class TapeT {
     LIERE_DISPATCH(S, y.device(), accumulate, dy.data(), y.grad_ref().acc(), dy.numel());
     run();
   }
-  // Drops every recorded closure (a forward pass whose backward is not wanted) and what they hold.
+  // Drops every recorded closure (a forward pass whose backward is not wanted) and what they hold, and the
+  // watch (below).
   void clear() {
     while (!ops_.empty()) ops_.pop_back();
+    watch_.reset();
+  }
+
+  // Gradient-ready notifications, for data-parallel training: reducing a parameter's gradient across processes
+  // can start while backward still runs on the layers below it. Call watch() before the forward pass. During it,
+  // the tape notes for every watched parameter the first op that takes it as an input (or takes a reshaped view
+  // of it): every closure that adds to its gradient was pushed by that op or a later one, so once backward has
+  // run that op's closure the gradient is final, and ready(k) is called with k the parameter's index in `params`.
+  // A parameter no op took as an input (or one reached only through another op's captures, such as the
+  // position encoding's groups after the first) is announced when backward ends, after every closure, so no
+  // gradient is ever announced early. tick(), when given, runs after every closure (to progress communication).
+  // Each parameter is announced exactly once; the watch ends with backward (or clear()).
+  void watch(const std::vector<ParameterT<S>>& params, std::function<void(std::size_t)> ready,
+             std::function<void()> tick = {}) {
+    LIERE_ENSURE(ops_.empty(), "Tape::watch: call it before the forward pass (the tape holds " << ops_.size() << " ops)");
+    auto w = std::make_unique<Watch>();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      LIERE_ENSURE(params[k].requires_grad(), "Tape::watch: " << params[k].label() << " has no gradient");
+      w->index.emplace(params[k].node_->grad->root(), k);
+    }
+    w->first_use.assign(params.size(), kUnseen);
+    w->ready = std::move(ready);
+    w->tick = std::move(tick);
+    watch_ = std::move(w);
   }
   std::size_t size() const { return ops_.size(); }
   bool empty() const { return ops_.empty(); }
@@ -283,6 +316,16 @@ class TapeT {
   void set_training(bool on) { training_ = on; }
   // The generator dropout draws from (seed it, save its state in checkpoints).
   Rng& rng() { return rng_; }
+  // Data-parallel training: this pass computes samples [first, first + count) of a larger batch, so that a
+  // per-element draw (dropout's mask) gives each sample what it gets in the whole batch, whatever the split.
+  // The default (0, 0): the pass is the whole batch.
+  void set_batch_shard(Index first, Index count) {
+    LIERE_ENSURE(first >= 0 && count >= 0 && (first == 0 || count > 0),
+                 "Tape::set_batch_shard: bad shard first=" << first << " count=" << count);
+    shard_first_ = first, shard_count_ = count;
+  }
+  Index shard_first() const { return shard_first_; }
+  Index shard_count() const { return shard_count_; }
 
   // RAII: no op records anything while it lives (evaluation, or code whose gradient is not wanted).
   class NoGradGuard {
@@ -301,21 +344,70 @@ class TapeT {
  private:
   void run() {
     try {
+      if (watch_) watch_->start();
       while (!ops_.empty()) {
-        Backward f = std::move(ops_.back());
-        ops_.pop_back();
-        f();
-      }  // f (and what it captured) is released here, before the next closure runs
+        {
+          Backward f = std::move(ops_.back());
+          ops_.pop_back();
+          f();
+        }  // f (and what it captured) is released here, before the next closure runs
+        if (watch_) watch_->after(ops_.size());
+      }
+      if (watch_) {
+        auto w = std::move(watch_);
+        w->after(0);
+        w->finish();
+      }
     } catch (...) {
       clear();
       throw;
     }
   }
 
+  static constexpr std::size_t kUnseen = std::numeric_limits<std::size_t>::max();
+  struct Watch {
+    std::unordered_map<const GradSlot<S>*, std::size_t> index;  // gradient slot → parameter index
+    std::vector<std::size_t> first_use;                           // per parameter: the tape position of its first op
+    std::vector<std::size_t> order;                               // seen parameters, latest first use first
+    std::size_t next = 0;                                         // order[next] is the next to announce
+    std::function<void(std::size_t)> ready;
+    std::function<void()> tick;
+
+    void start() {
+      order.clear();
+      for (std::size_t k = 0; k < first_use.size(); ++k)
+        if (first_use[k] != kUnseen) order.push_back(k);
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first_use[a] > first_use[b]; });
+      next = 0;
+    }
+    // `remaining` closures are left: a parameter first used at position >= remaining is final.
+    void after(std::size_t remaining) {
+      while (next < order.size() && first_use[order[next]] >= remaining) ready(order[next++]);
+      if (tick) tick();
+    }
+    // The parameters no op took as an input.
+    void finish() {
+      for (std::size_t k = 0; k < first_use.size(); ++k)
+        if (first_use[k] == kUnseen) ready(k);
+    }
+  };
+  template <class... V>
+  void note_inputs(const V&... inputs) const {
+    (note_input(inputs), ...);
+  }
+  template <class V>
+  void note_input(const V& v) const {
+    if (!v.node_ || !v.node_->grad) return;
+    const auto it = watch_->index.find(v.node_->grad->root());
+    if (it != watch_->index.end() && watch_->first_use[it->second] == kUnseen) watch_->first_use[it->second] = ops_.size();
+  }
+
   std::vector<Backward> ops_;
+  std::unique_ptr<Watch> watch_;
   bool grad_enabled_ = true;
   bool training_ = true;
   Rng rng_{0};
+  Index shard_first_ = 0, shard_count_ = 0;
 };
 
 using Var = VarT<float>;

@@ -82,10 +82,13 @@ class AttentionT {
   }
 
   // The attention probabilities (B, H, T, T) of the last forward (copied from the device after a forward there).
-  const std::vector<S>& last_probs() const {
+  const AlignedVector<S>& last_probs() const {
 #ifdef LIERE_WITH_CUDA
     if constexpr (std::is_same_v<S, float>)
-      if (cache_->device && cache_->probs.empty()) cache_->probs = cuda::attention_probs(cache_->device);
+      if (cache_->device && cache_->probs.empty()) {
+        const std::vector<float> p = cuda::attention_probs(cache_->device);
+        cache_->probs.assign(p.begin(), p.end());
+      }
 #endif
     return cache_->probs;
   }

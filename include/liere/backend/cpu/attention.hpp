@@ -224,7 +224,7 @@ void attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* 
     const int items = (B + chunk - 1) / chunk * H;
 #pragma omp parallel
     {
-      std::vector<Scalar> dp(std::size_t(T) * T);  // (T, T) dL/dP, then dL/dscores
+      AlignedVector<Scalar> dp(std::size_t(T) * T);  // (T, T) dL/dP, then dL/dscores
 #pragma omp for schedule(static)
       for (int item = 0; item < items; ++item)
       for (int b = item / H * chunk, h = item % H, b1 = std::min(B, b + chunk); b < b1; ++b) {
