@@ -1,6 +1,6 @@
 // tests/test_compare.cpp — the comparison test_cuda.cpp judges the GPU by (tensor_compare.hpp), checked on the CPU
 // so that CI runs it:
-//   * a ViT step's logits and every parameter gradient in float agree with the same step in double to a tenth of
+//   * a ViT step's logits and every parameter gradient in float agree with the same step in double to a fifth of
 //     test_cuda's tolerance (kStepTol = 1e-4): the float rounding the GPU comparison has to allow, measured
 //     (worst 7.1e-6, the generators' gradient of LieRE with block 64; 0.8e-6 to 1.2e-6 for the others). The GPU
 //     and the CPU both round in float, in different orders: their difference is at most the sum of their errors;
@@ -113,10 +113,12 @@ TEST_CASE("compare: the float ViT step agrees with double to within test_cuda's 
     std::vector<std::vector<float>> values;
     const Step f = step<float>(cfg, values);
     const Step d = step<double>(cfg, values);
-    CHECK(scaled_err(f.logits, d.logits) <= kStepTol / 10);
+    CHECK(scaled_err(f.logits, d.logits) <= kStepTol / 5);
     for (std::size_t i = 0; i < f.names.size(); ++i) {
       INFO("gradient of " << f.names[i]);
-      CHECK(scaled_err(f.grads[i], d.grads[i]) <= kStepTol / 10);  // float vs an (almost) exact reference: a tenth of the tolerance at most
+      // float against an (almost) exact reference: a fifth of the tolerance at most, so that GPU and CPU, each
+      // that close, differ by well under the tolerance
+      CHECK(scaled_err(f.grads[i], d.grads[i]) <= kStepTol / 5);
     }
   }
 }
@@ -145,7 +147,7 @@ TEST_CASE("compare: a perturbed small gradient fails the comparison; the old mea
   // Unperturbed: the same computation twice is equal; float against the double reference passes.
   CHECK(g == b.grads[pick]);
   CHECK(scaled_err(g, b.grads[pick]) == 0.0);
-  CHECK(scaled_err(g, r) <= kStepTol / 10);
+  CHECK(scaled_err(g, r) <= kStepTol / 5);
 
   // In this step every gradient is 0.02–0.2 (max |g|), so the old measure was absolute 1e-4: errors up to
   // 1e-4 / max |g| of the tensor's scale passed. Off by half that (0.06% for the 0.08 of blocks.1.norm1.weight):
@@ -168,7 +170,7 @@ TEST_CASE("compare: a perturbed small gradient fails the comparison; the old mea
   for (double& v : g_small) v *= 1e-3;
   for (double& v : r_small) v *= 1e-3;
   REQUIRE(smallest * 1e-3 < kStepTol);
-  CHECK(scaled_err(g_small, r_small) <= kStepTol / 10);  // scale-free: the unperturbed tensor still passes
+  CHECK(scaled_err(g_small, r_small) <= kStepTol / 5);  // scale-free: the unperturbed tensor still passes
   wrong = g_small;
   for (double& v : wrong) v *= 1.05;
   CHECK(abs_err_over_max1(wrong, r_small) <= kStepTol);

@@ -172,8 +172,9 @@ inline BufferPool& buffer_pool(Device d = Device::cpu) {
   static BufferPool* gpu = [] {
     auto* pool = new BufferPool(device_blocks(Device::cuda), Device::cuda);
 #ifdef LIERE_WITH_CUDA
-    cuda::set_block_hooks({[](std::size_t bytes, std::size_t* capacity) { return buffer_pool(Device::cuda).acquire(bytes, capacity); },
-                           [](void* p, std::size_t capacity) { buffer_pool(Device::cuda).release(p, capacity); }});
+    cuda::set_block_hooks(
+        {[](std::size_t bytes, std::size_t* capacity) { return buffer_pool(Device::cuda).acquire(bytes, capacity); },
+         [](void* p, std::size_t capacity) { buffer_pool(Device::cuda).release(p, capacity); }});
 #endif
     return pool;
   }();

@@ -24,8 +24,8 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
   const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
             k = blas_int(K, op, "K (the summed dimension)");
   const int la = blas_int(lda, op, "lda"), lb = blas_int(ldb, op, "ldb"), lc = blas_int(ldc, op, "ldc");
-  LIERE_CUBLAS_CHECK(cublasSgemm(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                                 B, lb, A, la, &beta, C, lc));
+  LIERE_CUBLAS_CHECK(cublasSgemm(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                 &alpha, B, lb, A, la, &beta, C, lc));
 }
 
 namespace {
