@@ -156,7 +156,8 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
     tape.set_training(false);
     Tensor x(Shape{1, 1, res, res});
     test.fill(0, 1, x.data());
-    Var xv(x);
+    Var xv(x.to(t.device()));
+    for (const auto& b : t.model().blocks()) b.attn().keep_probs(true);  // no-grad forward: ask for the maps (cuda)
     t.model().forward(tape, xv);
     LIERE_ENSURE(cfg.pool == nn::Pool::cls, "--attn-maps needs a CLS token (--pool cls)");
     const auto grid = cfg.grid_for({res, res});

@@ -1,9 +1,10 @@
 // tests/test_kernels.cpp — the shared per-element and per-row bodies of backend/kernels/ (LIERE_HOST_DEVICE: the
-// CUDA kernels run them) against the CPU kernels, on every machine: what the GPU computes is checked on the CPU
-// even where there is no GPU.
+// CUDA kernels run them) against the CPU kernels and plain formulas, on every machine: what the GPU computes is
+// checked on the CPU even where there is no GPU. Also the CUDA backend's host-side size check (cuda/blas_int.hpp).
 #include <catch2/catch.hpp>
 
 #include <liere/backend/cpu/kernels.hpp>
+#include <liere/backend/cuda/blas_int.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/kernels/cross_entropy.hpp>
 #include <liere/backend/kernels/patch.hpp>
@@ -13,6 +14,7 @@
 #include <liere/pe/rotation_table.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -222,4 +224,44 @@ TEST_CASE("kernels: cross_entropy rows and adam_update against plain formulas", 
   kernels::adam_update(theta, 0.3f, m, v, a);
   const double th = 0.7 * (1 - 1e-2 * 0.05), mm = 0.1 * 0.3, vv = 0.001 * 0.09;
   CHECK(std::abs(theta - (th - 1e-2 / 0.1 * mm / (std::sqrt(vv) / std::sqrt(0.001) + 1e-8))) <= 1e-6);
+}
+
+TEST_CASE("kernels: the masked softmax row (the key mask) against the formula", "[kernels]") {
+  // p_j = exp(s_j) / Σ_{k kept} exp(s_k) for kept keys, 0 for masked ones; the backward of a masked key is 0 and
+  // the kept keys' follows dS_j = scale · p_j (dP_j − Σ_k dP_k p_k). The CUDA softmax kernel runs this body.
+  const int T = 37;
+  const std::vector<float> s = randn(T, 11), dp = randn(T, 12);
+  std::vector<std::uint8_t> mask(T);
+  for (int j = 0; j < T; ++j) mask[std::size_t(j)] = j % 3 != 1;
+  std::vector<float> p(s.begin(), s.end());
+  for (auto& v : p) v *= 3.f;
+  kernels::softmax_row(p.data(), T, mask.data());
+  double z = 0;
+  for (int j = 0; j < T; ++j)
+    if (mask[std::size_t(j)]) z += std::exp(3.0 * s[std::size_t(j)]);
+  for (int j = 0; j < T; ++j) {
+    INFO("key " << j);
+    const double want = mask[std::size_t(j)] ? std::exp(3.0 * s[std::size_t(j)]) / z : 0.0;
+    CHECK(std::abs(p[std::size_t(j)] - want) <= 1e-6 * std::max(1e-3, want));
+    if (!mask[std::size_t(j)]) CHECK(p[std::size_t(j)] == 0.f);
+  }
+  std::vector<float> d = dp;
+  kernels::softmax_row_backward(p.data(), d.data(), T, 0.25f);
+  double dot = 0;
+  for (int j = 0; j < T; ++j) dot += double(p[std::size_t(j)]) * dp[std::size_t(j)];
+  for (int j = 0; j < T; ++j) {
+    const double want = 0.25 * p[std::size_t(j)] * (dp[std::size_t(j)] - dot);
+    CHECK(std::abs(d[std::size_t(j)] - want) <= 1e-6);
+    if (!mask[std::size_t(j)]) CHECK(d[std::size_t(j)] == 0.f);
+  }
+}
+
+TEST_CASE("cuda::blas_int: a size outside cuBLAS's int range is an error naming the dimension", "[kernels][cuda]") {
+  // Host code of the CUDA backend (backend/cuda/blas_int.hpp), checked on every machine.
+  CHECK(cuda::blas_int(0, "op", "N") == 0);
+  CHECK(cuda::blas_int(Index(INT_MAX), "op", "N") == INT_MAX);
+  CHECK_THROWS_WITH(cuda::blas_int(Index(INT_MAX) + 1, "linear on cuda", "N (rows)"),
+                    Catch::Contains("linear on cuda: N (rows) = 2147483648 is outside cuBLAS's int range") &&
+                        Catch::Contains("lower the batch size"));
+  CHECK_THROWS_WITH(cuda::blas_int(-1, "cuda::gemm", "lda"), Catch::Contains("cuda::gemm: lda = -1"));
 }

@@ -44,6 +44,11 @@ struct AttentionCache {
   AlignedVector<Scalar> dqr, dkr;  // backward scratch, (B, T, H, D)
   AlignedVector<Scalar> dxq, dxk;  // backward scratch, (B, T, H, D)
   std::shared_ptr<void> device;  // the CUDA backend's buffers (q̂, k̂, v, the attention map) of the last forward
+  // Set by the caller before a forward. backward: a backward of this forward will run (the CUDA backend keeps
+  // nothing for one otherwise); keep_probs: keep the attention map also when no backward runs. The CPU kernels
+  // always keep the map (host memory) and ignore both.
+  bool backward = true;
+  bool keep_probs = false;
 };
 
 }  // namespace liere

@@ -33,6 +33,7 @@ VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionE
   AttentionRotations<S> rot;
   if (rotary) rot = pe->rotations(layer, enc.table_view(s.head_dim), enc.transforms.defined() ? enc.transforms.data() : nullptr);
   VarT<S> y = tape.output(Shape{B, T, C}, qkv);
+  cache->backward = y.requires_grad();  // else (no-grad mode, constants) the CUDA backend keeps no state
   const S* q = qkv.data();
   LIERE_DISPATCH(S, dev, attention_forward, s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
   if (y.requires_grad()) {
@@ -82,6 +83,8 @@ class AttentionT {
   }
 
   // The attention probabilities (B, H, T, T) of the last forward (copied from the device after a forward there).
+  // On cuda a forward without gradients (no-grad mode) keeps its map only when keep_probs(true) was called before
+  // it; otherwise last_probs() is an error that says so.
   const AlignedVector<S>& last_probs() const {
 #ifdef LIERE_WITH_CUDA
     if constexpr (std::is_same_v<S, float>)
@@ -92,6 +95,9 @@ class AttentionT {
 #endif
     return cache_->probs;
   }
+  // Keep the attention map of forwards without gradients too (for last_probs() on cuda; the CPU always keeps it).
+  // const like last_probs(): the cache is the layer's mutable state, not a parameter.
+  void keep_probs(bool on) const { cache_->keep_probs = on; }
   int heads() const { return heads_; }
   const LinearT<S>& qkv() const { return qkv_; }
   const LinearT<S>& proj() const { return proj_; }

@@ -14,7 +14,12 @@
 // tensor or view dies: during the backward pass, as each closure of the tape runs and is dropped.
 //
 // Debugging: with LIERE_POOL_POISON=1 in the environment every block handed out is filled with 0xFF bytes
-// (a NaN in float and double), so a kernel that reads uninitialised storage shows up as NaNs.
+// (a NaN in float and double), so a kernel that reads uninitialised storage shows up as NaNs. Device blocks too
+// (a cudaMemset queued before the block's first kernel).
+//
+// The CUDA pool also serves the CUDA backend's own blocks (cuda::DeviceBlock: the temporaries of its reductions
+// and attention, and what an attention layer keeps for its backward): buffer_pool(Device::cuda) installs itself as
+// the backend's block source (cuda::set_block_hooks) when it is made.
 //
 // One pool per device and process (per scalar type it does not matter: blocks are raw bytes), never destroyed,
 // so tensors with static storage duration can still release into it at exit. Thread-safe (a mutex): tensors
@@ -42,17 +47,18 @@ namespace liere {
 struct BlockSource {
   void* (*allocate)(std::size_t bytes);  // nullptr when out of memory
   void (*release)(void* p);
-  bool host;                             // the CPU can read the blocks (poisoning, element access)
+  void (*poison)(void* p, std::size_t bytes);  // fills a block with 0xFF bytes (LIERE_POOL_POISON)
 };
 
 inline BlockSource host_blocks() {
-  return {[](std::size_t bytes) -> void* { return std::aligned_alloc(64, bytes); }, [](void* p) { std::free(p); }, true};
+  return {[](std::size_t bytes) -> void* { return std::aligned_alloc(64, bytes); }, [](void* p) { std::free(p); },
+          [](void* p, std::size_t bytes) { std::memset(p, 0xFF, bytes); }};
 }
 
 inline BlockSource device_blocks(Device d) {
   if (d == Device::cpu) return host_blocks();
 #ifdef LIERE_WITH_CUDA
-  return {&cuda::device_allocate, &cuda::device_release, false};
+  return {&cuda::device_allocate, &cuda::device_release, &cuda::device_poison};
 #else
   LIERE_ENSURE(false, "a tensor on cuda: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON and link "
                       "liere::cuda)");
@@ -92,7 +98,7 @@ class BufferPool {
       free_.erase(it);
       note_use(*capacity);
       ++stats_.reuses;
-      if (source_.host && poison()) std::memset(p, 0xFF, *capacity);
+      if (poison()) source_.poison(p, *capacity);
       return p;
     }
     void* p = source_.allocate(want);
@@ -105,7 +111,7 @@ class BufferPool {
     *capacity = want;
     note_use(want);
     ++stats_.allocations;
-    if (source_.host && poison()) std::memset(p, 0xFF, want);
+    if (poison()) source_.poison(p, want);
     return p;
   }
 
@@ -163,8 +169,16 @@ inline BufferPool& buffer_pool(Device d = Device::cpu) {
     static BufferPool* cpu = new BufferPool(host_blocks(), Device::cpu);
     return *cpu;
   }
-  static BufferPool* cuda = new BufferPool(device_blocks(Device::cuda), Device::cuda);
-  return *cuda;
+  static BufferPool* gpu = [] {
+    auto* pool = new BufferPool(device_blocks(Device::cuda), Device::cuda);
+#ifdef LIERE_WITH_CUDA
+    cuda::set_block_hooks(
+        {[](std::size_t bytes, std::size_t* capacity) { return buffer_pool(Device::cuda).acquire(bytes, capacity); },
+         [](void* p, std::size_t capacity) { buffer_pool(Device::cuda).release(p, capacity); }});
+#endif
+    return pool;
+  }();
+  return *gpu;
 }
 
 }  // namespace liere

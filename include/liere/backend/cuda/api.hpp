@@ -83,6 +83,8 @@ struct AttentionCall {
   std::vector<const float*> tables;     // H entries (nullptr: that head is not rotated), or empty
   std::vector<const float*> transforms; // H entries (nullptr: none), or empty: D×D applied before the table
   const std::uint8_t* key_mask = nullptr;  // host (B, T) or nullptr
+  bool backward = true;     // a backward of this forward will run: keep q̂, k̂, v, P (and x̃) for it
+  bool keep_probs = false;  // keep P after a forward without backward too (attention_probs)
 };
 
 // The buffers a layer keeps from its forward for its backward (the device part of AttentionCache).
@@ -93,7 +95,10 @@ void attention_forward(const AttentionCall& a, float* out, AttentionState& state
 // (nullptr: not wanted) or empty, accumulated.
 void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
                         float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms);
-// The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none).
+// The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error
+// when that forward kept none: no backward and no keep_probs).
 std::vector<float> attention_probs(const AttentionState& state);
+// The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
+std::size_t attention_state_bytes(const AttentionState& state);
 
 }  // namespace liere::cuda

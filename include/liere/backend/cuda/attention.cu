@@ -12,8 +12,12 @@
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
 //   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry, the batch summed in order; heads sharing a table summed by
 //   the same thread, so there are no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x.
-// The layer keeps q̂, k̂, v, P (and x̃) on the device between its forward and backward; the backward's temporaries
-// are the backend's scratch buffers, shared by every layer.
+// Memory: every buffer is a DeviceBlock of the CUDA BufferPool (memory.hpp), so the pool reuses it and its
+// trim-and-retry on out of memory covers it. A forward that a backward will follow (AttentionCall::backward) keeps
+// q̂, k̂, v, P (and x̃) in the layer's state; the backward gives q̂, k̂, v, x̃ back and keeps P (the attention map of
+// the last forward) until the next forward, which gives back whatever the state still holds before it takes new
+// blocks. A forward without a backward (evaluation in no-grad mode) keeps nothing, not even P unless the caller
+// asks for the map (AttentionCall::keep_probs). The backward's temporaries are blocks given back when it returns.
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
@@ -27,33 +31,17 @@ namespace liere::cuda {
 
 namespace {
 
-struct Buffer {
-  float* p = nullptr;
-  Index n = 0;
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { device_release(p); }
-  float* ensure(Index want) {
-    if (n < want) {
-      device_release(p);
-      p = nullptr;
-      n = 0;
-      p = static_cast<float*>(device_allocate(std::size_t(want) * sizeof(float)));
-      LIERE_ENSURE(p, "out of memory on cuda allocating " << std::size_t(want) * sizeof(float)
-                                                          << " bytes for attention (lower the batch size)");
-      n = want;
-    }
-    return p;
+struct State {
+  DeviceBlock qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, T)
+  DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
+  AttentionShape s;
+  bool transformed = false;
+  void release_inputs() {  // everything but the map
+    qh.reset(), kh.reset(), vh.reset(), xq.reset(), xk.reset();
   }
 };
 
-struct State {
-  Buffer qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, T)
-  Buffer xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
-  AttentionShape s;
-  bool transformed = false;
-};
+DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
 
 State& state_of(AttentionState& st) {
   if (!st) st = std::make_shared<State>();
@@ -220,99 +208,11 @@ void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const floa
     LIERE_CUDA_LAUNCHED(#kernel);                        \
   } while (0)
 
-}  // namespace
-
-void attention_forward(const AttentionCall& a, float* out, AttentionState& state) {
-  State& st = state_of(state);
+// Through x̃ = P·x: dx += dx̃ P, dP += dx̃ᵀ x (heads without a transform: dx += dx̃).
+void transforms_backward(const AttentionCall& a, const float* dxq, const float* dxk, float* dq, float* dk,
+                         const std::vector<float*>& dtransforms) {
   const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
-  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
-  st.s = a.s;
-  float* qh = st.qh.ensure(n);
-  float* kh = st.kh.ensure(n);
-  float* vh = st.vh.ensure(n);
-  float* p = st.p.ensure(Index(B) * H * T * T);
-  const float *sq = a.q, *sk = a.k;
-  std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
-  st.transformed = any_transform(a);
-  if (st.transformed) {
-    float* xs[2] = {st.xq.ensure(rows * HD), st.xk.ensure(rows * HD)};
-    const float* src[2] = {a.q, a.k};
-    for (int w = 0; w < 2; ++w) {
-      LIERE_ATT_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
-      for (int h = 0; h < H; ++h)
-        if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ
-          gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD);
-    }
-    sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
-  }
-  const Rot r = rot_of(a);
-  LIERE_ATT_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
-  const float scale = 1.f / std::sqrt(float(D));
-  const long long TD = (long long)T * D, TT = (long long)T * T;
-  gemm_batched(false, true, T, T, D, scale, qh, D, TD, kh, D, TD, 0.f, p, T, TT, B * H);
-  std::uint8_t* mask = nullptr;
-  if (a.key_mask) {
-    mask = static_cast<std::uint8_t*>(scratch(3, std::size_t(rows)));
-    LIERE_CUDA_CHECK(cudaMemcpy(mask, a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
-  }
-  LIERE_ATT_LAUNCH(k_softmax, Index(B) * H * T, p, mask, T, H, Index(B) * H * T);
-  float* o = static_cast<float*>(scratch(2, std::size_t(n) * sizeof(float)));
-  gemm_batched(false, false, T, D, T, 1.f, p, T, TT, vh, D, TD, 0.f, o, D, TD, B * H);
-  LIERE_ATT_LAUNCH(k_heads_to_rows, n, o, out, HD, false, B, T, H, D);
-}
-
-void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
-                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
-  State& st = state_of(state);
-  const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
-  LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D && st.p.p,
-               "attention_backward: the cache does not hold a forward of this shape");
-  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
-  const long long TD = (long long)T * D, TT = (long long)T * T;
-  const float scale = 1.f / std::sqrt(float(D));
-  float* dO = static_cast<float*>(scratch(2, std::size_t(n) * sizeof(float)));
-  float* dvh = static_cast<float*>(scratch(3, std::size_t(n) * sizeof(float)));
-  float* dp = static_cast<float*>(scratch(4, std::size_t(Index(B) * H * T * T) * sizeof(float)));
-  float* dqh = static_cast<float*>(scratch(5, std::size_t(n) * sizeof(float)));
-  float* dkh = static_cast<float*>(scratch(6, std::size_t(n) * sizeof(float)));
-  LIERE_ATT_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
-  if (dv) gemm_batched(true, false, T, D, T, 1.f, st.p.p, T, TT, dO, D, TD, 0.f, dvh, D, TD, B * H);
-  gemm_batched(false, true, T, T, D, 1.f, dO, D, TD, st.vh.p, D, TD, 0.f, dp, T, TT, B * H);
-  LIERE_ATT_LAUNCH(k_softmax_backward, Index(B) * H * T, st.p.p, dp, T, scale, Index(B) * H * T);
-  gemm_batched(false, false, T, D, T, 1.f, dp, T, TT, st.kh.p, D, TD, 0.f, dqh, D, TD, B * H);
-  gemm_batched(true, false, T, D, T, 1.f, dp, T, TT, st.qh.p, D, TD, 0.f, dkh, D, TD, B * H);
-
-  const Rot r = rot_of(a);
-  const bool transformed = any_transform(a);
-  LIERE_ENSURE(transformed == st.transformed, "attention_backward: the transforms differ from the forward's");
-  // Through the rotations: to dq, dk directly, or to dx̃ (scratch 7) when there are transforms.
-  float* dxq = nullptr;
-  float* dxk = nullptr;
-  if (transformed) {
-    dxq = static_cast<float*>(scratch(7, std::size_t(2 * rows * HD) * sizeof(float)));
-    dxk = dxq + rows * HD;
-    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
-  } else {
-    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H, D);
-  }
-  // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
-  DTables d{};
-  for (int h = 0; h < H && !dtables.empty(); ++h) {
-    float* t = dtables[std::size_t(h)];
-    if (!t || !r.tables[h]) continue;
-    int u = 0;
-    while (u < d.count && d.dtables[u] != t) ++u;
-    if (u == d.count) d.dtables[d.count++] = t;
-    d.heads[u] |= 1ull << h;
-  }
-  if (d.count > 0) {
-    const float *xq = transformed ? st.xq.p : a.q, *xk = transformed ? st.xk.p : a.k;
-    const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    LIERE_ATT_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H,
-                     D);
-  }
-  if (!transformed) return;
-  // Through x̃ = P·x: dx += dx̃ P, dP += dx̃ᵀ x (heads without a transform: dx += dx̃).
+  const Index rows = Index(B) * T;
   for (int w = 0; w < 2; ++w) {
     const float* x = w == 0 ? a.q : a.k;
     float* dx = w == 0 ? dq : dk;
@@ -330,13 +230,135 @@ void attention_backward(const AttentionCall& a, const float* dout, AttentionStat
   }
 }
 
+}  // namespace
+
+void attention_forward(const AttentionCall& a, float* out, AttentionState& state) {
+  State& st = state_of(state);
+  st.release_inputs();  // the last forward's blocks go back first: this forward may reuse them
+  st.p.reset();
+  st.s = AttentionShape{};
+  const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
+  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
+  const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
+  const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
+  DeviceBlock qhb = floats(n), khb = floats(n), vhb = floats(n), pb = floats(Index(B) * H * T * T), xqb, xkb;
+  float *qh = qhb.get<float>(), *kh = khb.get<float>(), *vh = vhb.get<float>(), *p = pb.get<float>();
+  const float *sq = a.q, *sk = a.k;
+  std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
+  const bool transformed = any_transform(a);
+  if (transformed) {
+    xqb = floats(rows * HD), xkb = floats(rows * HD);
+    float* xs[2] = {xqb.get<float>(), xkb.get<float>()};
+    const float* src[2] = {a.q, a.k};
+    for (int w = 0; w < 2; ++w) {
+      LIERE_ATT_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
+      for (int h = 0; h < H; ++h)
+        if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ
+          gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD);
+    }
+    sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
+  }
+  const Rot r = rot_of(a);
+  LIERE_ATT_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
+  const float scale = 1.f / std::sqrt(float(D));
+  const long long TD = (long long)T * D, TT = (long long)T * T;
+  gemm_batched(false, true, TI, TI, DI, scale, qh, DI, TD, kh, DI, TD, 0.f, p, TI, TT, BH);
+  DeviceBlock maskb;
+  if (a.key_mask) {
+    maskb = DeviceBlock(std::size_t(rows));
+    LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
+  }
+  LIERE_ATT_LAUNCH(k_softmax, Index(B) * H * T, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
+  DeviceBlock ob = floats(n);
+  gemm_batched(false, false, TI, DI, TI, 1.f, p, TI, TT, vh, DI, TD, 0.f, ob.get<float>(), DI, TD, BH);
+  LIERE_ATT_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
+  st.s = a.s;
+  st.transformed = transformed;
+  if (a.backward) {
+    st.qh = std::move(qhb), st.kh = std::move(khb), st.vh = std::move(vhb);
+    st.xq = std::move(xqb), st.xk = std::move(xkb);
+  }
+  if (a.backward || a.keep_probs) st.p = std::move(pb);
+}  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
+
+void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
+                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
+  State& st = state_of(state);
+  const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
+  LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D,
+               "attention_backward: the cache does not hold a forward of this shape");
+  LIERE_ENSURE(st.qh && st.p,
+               "attention_backward on cuda: the forward kept nothing for a backward (it ran without gradients, or "
+               "this forward's backward already ran)");
+  const Index n = Index(B) * H * T * D, rows = Index(B) * T;
+  const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
+  const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
+  const long long TD = (long long)T * D, TT = (long long)T * T;
+  const float scale = 1.f / std::sqrt(float(D));
+  DeviceBlock dOb = floats(n), dvhb = floats(n), dpb = floats(Index(B) * H * T * T), dqhb = floats(n), dkhb = floats(n);
+  float *dO = dOb.get<float>(), *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(),
+        *dkh = dkhb.get<float>();
+  const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
+  LIERE_ATT_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
+  if (dv) gemm_batched(true, false, TI, DI, TI, 1.f, P, TI, TT, dO, DI, TD, 0.f, dvh, DI, TD, BH);
+  gemm_batched(false, true, TI, TI, DI, 1.f, dO, DI, TD, vh, DI, TD, 0.f, dp, TI, TT, BH);
+  LIERE_ATT_LAUNCH(k_softmax_backward, Index(B) * H * T, P, dp, T, scale, Index(B) * H * T);
+  gemm_batched(false, false, TI, DI, TI, 1.f, dp, TI, TT, kh, DI, TD, 0.f, dqh, DI, TD, BH);
+  gemm_batched(true, false, TI, DI, TI, 1.f, dp, TI, TT, qh, DI, TD, 0.f, dkh, DI, TD, BH);
+
+  const Rot r = rot_of(a);
+  const bool transformed = any_transform(a);
+  LIERE_ENSURE(transformed == st.transformed, "attention_backward: the transforms differ from the forward's");
+  // Through the rotations: to dq, dk directly, or to dx̃ (scratch 7) when there are transforms.
+  float* dxq = nullptr;
+  float* dxk = nullptr;
+  DeviceBlock dxb;
+  if (transformed) {
+    dxb = floats(2 * rows * HD);
+    dxq = dxb.get<float>();
+    dxk = dxq + rows * HD;
+    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
+  } else {
+    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H, D);
+  }
+  // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
+  DTables d{};
+  for (int h = 0; h < H && !dtables.empty(); ++h) {
+    float* t = dtables[std::size_t(h)];
+    if (!t || !r.tables[h]) continue;
+    int u = 0;
+    while (u < d.count && d.dtables[u] != t) ++u;
+    if (u == d.count) d.dtables[d.count++] = t;
+    d.heads[u] |= 1ull << h;
+  }
+  if (d.count > 0) {
+    const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
+    const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
+    LIERE_ATT_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H,
+                     D);
+  }
+  if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);
+  st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope
+}
+
 std::vector<float> attention_probs(const AttentionState& state) {
   if (!state) return {};
   const State& st = *static_cast<const State*>(state.get());
   const std::size_t n = std::size_t(st.s.batch) * st.s.heads * st.s.tokens * st.s.tokens;
+  LIERE_ENSURE(st.p || n == 0,
+               "the attention map on cuda: the last forward ran without gradients and did not keep its map "
+               "(ask for it before the forward: nn::Attention::keep_probs(true))");
   std::vector<float> host(n);
-  if (n) LIERE_CUDA_CHECK(cudaMemcpy(host.data(), st.p.p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  if (n) LIERE_CUDA_CHECK(cudaMemcpy(host.data(), st.p.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
   return host;
+}
+
+std::size_t attention_state_bytes(const AttentionState& state) {
+  if (!state) return 0;
+  const State& st = *static_cast<const State*>(state.get());
+  std::size_t n = 0;
+  for (const DeviceBlock* b : {&st.qh, &st.kh, &st.vh, &st.p, &st.xq, &st.xk}) n += b->capacity();
+  return n;
 }
 
 }  // namespace liere::cuda

@@ -1,5 +1,6 @@
 // liere/backend/cuda/common.cuh — what the .cu files of the CUDA backend share: error checks, launch sizes, the
-// cuBLAS handle and the backend's scratch buffers. Included by .cu files only.
+// cuBLAS handle and the range check of cuBLAS's int arguments. Included by .cu files only (their temporaries are
+// DeviceBlocks, memory.hpp).
 #pragma once
 
 #include <cublas_v2.h>
@@ -7,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <liere/backend/cuda/blas_int.hpp>
+#include <liere/backend/cuda/memory.hpp>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
 
@@ -15,18 +18,20 @@ namespace liere::cuda {
 // Throws a liere::Error naming the call and CUDA's message.
 void check(cudaError_t e, const char* what, const char* file, int line);
 void check_blas(cublasStatus_t s, const char* what, const char* file, int line);
+// After a kernel launch (or a cuBLAS call): a bad configuration is reported at once; with LIERE_CUDA_SYNC=1
+// (sync_launches()) the stream is also synchronised and a fault is reported naming the kernel. Otherwise a fault
+// surfaces at the next synchronisation, whose error then says to set LIERE_CUDA_SYNC=1.
+void launched(const char* kernel, const char* file, int line);
 #define LIERE_CUDA_CHECK(call) ::liere::cuda::check((call), #call, __FILE__, __LINE__)
-#define LIERE_CUBLAS_CHECK(call) ::liere::cuda::check_blas((call), #call, __FILE__, __LINE__)
-// After a launch: a bad configuration is reported at once (kernel faults surface at the next synchronisation).
-#define LIERE_CUDA_LAUNCHED(name) ::liere::cuda::check(cudaGetLastError(), name, __FILE__, __LINE__)
+#define LIERE_CUBLAS_CHECK(call)                                        \
+  do {                                                                  \
+    ::liere::cuda::check_blas((call), #call, __FILE__, __LINE__);       \
+    if (::liere::cuda::sync_launches()) ::liere::cuda::launched(#call, __FILE__, __LINE__); \
+  } while (0)
+#define LIERE_CUDA_LAUNCHED(name) ::liere::cuda::launched(name, __FILE__, __LINE__)
 
 // The cuBLAS handle of this process (created on first use, in the math mode of tf32()).
 cublasHandle_t blas();
-
-// A device buffer of at least `bytes` that stays allocated for reuse (slot 0..kScratchSlots-1): the temporaries
-// of one op. Every op runs on the one stream, so an op may use a slot that the previous op used.
-inline constexpr int kScratchSlots = 8;
-void* scratch(int slot, std::size_t bytes);
 
 inline constexpr int kThreads = 256;
 inline unsigned blocks_for(Index n, int threads = kThreads) {

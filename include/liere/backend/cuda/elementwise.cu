@@ -9,6 +9,8 @@
 #include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
 
+#include <climits>
+
 namespace liere::cuda {
 
 namespace {
@@ -263,9 +265,9 @@ void sum_backward(const float* dy, float* dx, Index n) { LIERE_LAUNCH(k_add_scal
 void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) {
   if (N <= 0 || C <= 0) return;
   const Index nch = (N + kColChunk - 1) / kColChunk;
-  float* part = static_cast<float*>(scratch(0, std::size_t(nch * C) * sizeof(float)));
-  LIERE_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part);
-  LIERE_LAUNCH(k_colsum_finish, C, part, nch, C, out);
+  const DeviceBlock part(std::size_t(nch * C) * sizeof(float));
+  LIERE_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part.get<float>());
+  LIERE_LAUNCH(k_colsum_finish, C, part.get<float>(), nch, C, out);
 }
 
 void gelu_forward(const float* x, float* y, Index n) { LIERE_LAUNCH(k_gelu, n, x, y, n); }
@@ -304,7 +306,9 @@ void mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D,
 
 void softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
                                    float* row_loss, float* loss, Index B, Index K) {
-  float* rows = row_loss ? row_loss : static_cast<float*>(scratch(0, std::size_t(B > 0 ? B : 1) * sizeof(float)));
+  DeviceBlock own;
+  if (!row_loss) own = DeviceBlock(std::size_t(B > 0 ? B : 1) * sizeof(float));
+  float* rows = row_loss ? row_loss : own.get<float>();
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
   LIERE_LAUNCH(k_ce_rows, B, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
   k_mean_in_order<<<1, 1>>>(rows, B, loss);
@@ -322,7 +326,9 @@ void adam_update(float* theta, const float* g, float* m, float* v, Index n, cons
 double sum_squares(const float* x, Index n) {
   if (n <= 0) return 0.0;
   const Index nc = (n + kSqChunk - 1) / kSqChunk;
-  double* part = static_cast<double*>(scratch(1, std::size_t(nc + 1) * sizeof(double)));
+  LIERE_ENSURE(nc <= Index(INT_MAX), "sum_squares on cuda: " << n << " elements need more than 2^31 - 1 blocks");
+  const DeviceBlock block(std::size_t(nc + 1) * sizeof(double));
+  double* part = block.get<double>();
   k_sum_squares_part<<<unsigned(nc), kThreads>>>(x, n, part);
   LIERE_CUDA_LAUNCHED("k_sum_squares_part");
   k_sum_in_order<<<1, 1>>>(part, nc, part + nc);

@@ -20,8 +20,12 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
       for (Index r = 0; r < M; ++r) fill(C + r * ldc, N, 0.f);
     return;
   }
-  LIERE_CUBLAS_CHECK(cublasSgemm(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M),
-                                 int(K), &alpha, B, int(ldb), A, int(lda), &beta, C, int(ldc)));
+  const char* op = "cuda::gemm";
+  const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
+            k = blas_int(K, op, "K (the summed dimension)");
+  const int la = blas_int(lda, op, "lda"), lb = blas_int(ldb, op, "ldb"), lc = blas_int(ldc, op, "ldc");
+  LIERE_CUBLAS_CHECK(cublasSgemm(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                 &alpha, B, lb, A, la, &beta, C, lc));
 }
 
 namespace {
@@ -39,7 +43,17 @@ __global__ void k_col2im_accumulate(const float* dcols, float* dx, PatchGeometry
 }
 }  // namespace
 
+namespace {
+// The sizes of a linear layer, named as the user knows them, before cuBLAS sees them as int.
+void check_linear(Index N, Index C, Index OC) {
+  blas_int(N, "linear on cuda", "N (rows: batch × tokens)");
+  blas_int(C, "linear on cuda", "C (input features)");
+  blas_int(OC, "linear on cuda", "OC (output features)");
+}
+}  // namespace
+
 void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
+  check_linear(N, C, OC);
   if (b && N * OC > 0) {
     k_bias_rows<<<grid_for(N * OC), kThreads>>>(b, y, N, OC);
     LIERE_CUDA_LAUNCHED("k_bias_rows");
@@ -49,6 +63,7 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, In
 
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N, Index C,
                      Index OC, bool overwrite_dx) {
+  check_linear(N, C, OC);
   if (dx) gemm(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
   if (dw) gemm(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
   if (db) colsum_accumulate(dy, N, OC, OC, db);
@@ -57,6 +72,8 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
 void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch_buf, float* y,
                          const PatchGeometry& g, Index D) {
   const Index M = g.B * g.tokens(), K = g.patch_size();
+  blas_int(M, "patch_embed on cuda", "B·N (batch × patches)");
+  blas_int(K, "patch_embed on cuda", "K (values per patch)");
   if (M * K > 0) {
     k_im2col<<<grid_for(M * K), kThreads>>>(x, scratch_buf, g);
     LIERE_CUDA_LAUNCHED("k_im2col");

@@ -1,5 +1,5 @@
-// liere/backend/cuda/memory.cu — the device, its memory, copies, errors, the cuBLAS handle and the scratch
-// buffers of the CUDA backend (memory.hpp, common.cuh).
+// liere/backend/cuda/memory.cu — the device, its memory, copies, errors and the debugging switches, the cuBLAS
+// handle and the source of the backend's own blocks (memory.hpp, common.cuh).
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
 
@@ -9,14 +9,100 @@
 #include <string>
 #include <string_view>
 
+#ifndef LIERE_CUDA_ARCHITECTURES
+#define LIERE_CUDA_ARCHITECTURES "(unknown)"
+#endif
+
 namespace liere::cuda {
+
+namespace {
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::string_view(e) != "0";
+}
+
+// Errors of a kernel that ran (rather than of the call that reports them): with asynchronous launches they
+// surface at a later call.
+bool kernel_fault(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// "sm_75" of the current device, or "" when there is none.
+std::string device_arch() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return p.name + std::string(" (sm_") + std::to_string(p.major) + std::to_string(p.minor) + ")";
+}
+
+std::string no_code_message() {
+  const std::string arch = device_arch();
+  return "this build of liere's CUDA backend has no code for " + (arch.empty() ? std::string("this device") : arch) +
+         ": it was compiled for CMAKE_CUDA_ARCHITECTURES=" + LIERE_CUDA_ARCHITECTURES +
+         " (real: machine code for that architecture; virtual: PTX for it and newer ones); reconfigure with "
+         "-DCMAKE_CUDA_ARCHITECTURES=<the device's, e.g. 75 for sm_75, or native> and rebuild";
+}
+
+__global__ void k_probe() {}
+}  // namespace
+
+bool sync_launches() {
+  static const bool on = env_on("LIERE_CUDA_SYNC");
+  return on;
+}
+
+const char* built_architectures() { return LIERE_CUDA_ARCHITECTURES; }
 
 void check(cudaError_t e, const char* what, const char* file, int line) {
   if (e == cudaSuccess) return;
   cudaGetLastError();  // clear a sticky-free error so that the next call does not see it again
   std::ostringstream o;
   o << what << ": CUDA error " << int(e) << " (" << cudaGetErrorName(e) << "): " << cudaGetErrorString(e);
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) o << "; " << no_code_message();
+  if (kernel_fault(e) && !sync_launches())
+    o << " (a kernel queued before this call may have failed: run with LIERE_CUDA_SYNC=1 to have the failing kernel "
+         "named)";
   detail::fail(file, line, o.str());
+}
+
+void launched(const char* kernel, const char* file, int line) {
+  check(cudaGetLastError(), kernel, file, line);
+  if (!sync_launches()) return;
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return;
+  const std::string what = std::string(kernel) + " (failed while running, LIERE_CUDA_SYNC=1)";
+  check(e, what.c_str(), file, line);
+}
+
+void check_device_code() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return;
+  }
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, k_probe);
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+    detail::fail(__FILE__, __LINE__, no_code_message());
+  check(e, "cudaFuncGetAttributes (the device check of the CUDA backend)", __FILE__, __LINE__);
 }
 
 void check_blas(cublasStatus_t s, const char* what, const char* file, int line) {
@@ -54,6 +140,8 @@ std::string device_description() {
 }
 
 void* device_allocate(std::size_t bytes) {
+  static const bool checked = (check_device_code(), true);  // a failed check throws and is repeated next time
+  (void)checked;
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
@@ -66,6 +154,10 @@ void* device_allocate(std::size_t bytes) {
 
 void device_release(void* p) {
   if (p) cudaFree(p);  // at exit the context may be gone already: nothing to report then
+}
+
+void device_poison(void* p, std::size_t bytes) {
+  if (p && bytes) LIERE_CUDA_CHECK(cudaMemsetAsync(p, 0xFF, bytes));
 }
 
 void memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -84,17 +176,28 @@ void synchronize() { LIERE_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 namespace {
 std::mutex g_mutex;
-bool g_tf32 = [] {
-  const char* e = std::getenv("LIERE_CUDA_TF32");
-  return e && *e && std::string_view(e) != "0";
-}();
+bool g_tf32 = env_on("LIERE_CUDA_TF32");
 cublasHandle_t g_blas = nullptr;
-struct Scratch {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-};
-Scratch g_scratch[kScratchSlots];
+
+// Without a pool: cudaMalloc and cudaFree.
+void* plain_acquire(std::size_t bytes, std::size_t* capacity) {
+  void* p = device_allocate(bytes ? bytes : 1);
+  LIERE_ENSURE(p, "out of memory on cuda allocating " << bytes << " bytes");
+  *capacity = bytes;
+  return p;
+}
+void plain_release(void* p, std::size_t) { device_release(p); }
+BlockHooks g_hooks{&plain_acquire, &plain_release};
 }  // namespace
+
+void set_block_hooks(BlockHooks hooks) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_hooks = hooks;
+}
+BlockHooks block_hooks() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_hooks;
+}
 
 void set_tf32(bool on) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -111,21 +214,6 @@ cublasHandle_t blas() {
     LIERE_CUBLAS_CHECK(cublasSetMathMode(g_blas, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
   return g_blas;
-}
-
-void* scratch(int slot, std::size_t bytes) {
-  LIERE_ENSURE(slot >= 0 && slot < kScratchSlots, "cuda::scratch: slot " << slot);
-  Scratch& s = g_scratch[slot];
-  if (s.bytes < bytes) {
-    if (s.p) LIERE_CUDA_CHECK(cudaFree(s.p));  // cudaFree waits for the kernels that may still read it
-    s.p = nullptr;
-    s.bytes = 0;
-    const std::size_t want = bytes + bytes / 4 + 256;
-    s.p = device_allocate(want);
-    LIERE_ENSURE(s.p, "out of memory on cuda allocating " << want << " bytes of scratch space");
-    s.bytes = want;
-  }
-  return s.p;
 }
 
 }  // namespace liere::cuda

@@ -154,7 +154,9 @@ struct CudaOps {
   static void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v, std::int64_t ld,
                                 const AttentionRotations<float>& rot, std::span<const std::uint8_t> key_mask,
                                 float* out, AttentionCache<float>& cache) {
-    cuda::attention_forward(attention_call(s, q, k, v, ld, rot, key_mask), out, cache.device);
+    cuda::AttentionCall a = attention_call(s, q, k, v, ld, rot, key_mask);
+    a.backward = cache.backward, a.keep_probs = cache.keep_probs;
+    cuda::attention_forward(a, out, cache.device);
     cache.probs.clear();  // the map stays on the device: AttentionCache::device
   }
   static void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v, std::int64_t ld,
