@@ -32,6 +32,7 @@
 #include <liere/nn/module.hpp>
 #include <liere/pe/encoding.hpp>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <span>
 #include <vector>
@@ -193,6 +194,7 @@ class PositionEncodingModuleT {
     const Device dev = t.device();
     const RotationTableShape sh = table_shape();
     const std::span<const S> g = pe_->table_generators();
+    check_finite(g, sh);
     const Shape gs{Index(g.size())};
     gens_ = TensorT<S>(gs, dev);  // a fresh buffer: a pending backward keeps the one of its forward
     gens_.copy_from(TensorT<S>::wrap(const_cast<S*>(g.data()), gs));
@@ -205,6 +207,29 @@ class PositionEncodingModuleT {
       positions_of_ = pe_->positions_version();
     }
     LIERE_DISPATCH(S, dev, rotation_table_forward, gens_.data(), positions_.data(), t.data(), sh);
+  }
+
+  // NaN or Inf in a generator stops the step here, naming the layer and head, on every device: the generators are
+  // on the host before they are copied, so the check costs one pass over a few kB and no device synchronisation.
+  void check_finite(std::span<const S> g, const RotationTableShape& sh) const {
+    const std::int64_t bad = cpu::rotation_table_nonfinite(g.data(), sh);
+    if (bad < 0) return;
+    const std::int64_t per_set = sh.num_generators() / sh.sets;
+    const int set = int(bad / per_set);
+    const int axis = int((bad % per_set) / (std::int64_t(sh.num_blocks()) * sh.coords_per_block()));
+    const PEGeometry& geo = pe_->geometry();
+    int layer = -1, head = -1;
+    for (int l = 0; l < geo.layers && layer < 0; ++l)
+      for (int h = 0; h < geo.heads; ++h)
+        if (pe_->set_of(l, h) == set) {
+          layer = l;
+          head = h;
+          break;
+        }
+    LIERE_ENSURE(false, "position encoding " << pe_->config().info().name << ": a generator of layer " << layer
+                                             << ", head " << head << " (parameter set " << set << ", axis " << axis
+                                             << ") is " << (std::isnan(double(g[std::size_t(bad)])) ? "NaN" : "infinite")
+                                             << ": the training diverged (lower the learning rate or clip gradients)");
   }
 
   // The learned tables for a forward without gradients: recomputed when the parameter values, the positions or
