@@ -94,16 +94,25 @@ int main(int argc, char** argv) {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd;
     for (float& v : dtable.data()) v = nd(rng);
-    auto forward = [&] { liere::liere_table_forward<float>(geo, params, pos, tokens, table); };
+    // The engine's op (backend/cpu/rotation_table.hpp: float, threaded); the FLOP count is that of the double
+    // reference (pe/liere.hpp), which takes a few more squarings than the float op: GFLOP/s is an upper estimate.
+    const liere::RotationTableShape shape{heads, dim, tokens, head_dim, block};
+    table.resize(heads * tokens, head_dim, block);
+    auto forward = [&] { liere::cpu::rotation_table_forward(params.data(), pos.data(), table.data().data(), shape); };
     auto forward_backward = [&] {
       forward();
       std::fill(dparams.begin(), dparams.end(), 0.0f);
-      liere::liere_table_backward<float>(geo, params, pos, tokens, dtable, dparams);
+      liere::cpu::rotation_table_backward(params.data(), pos.data(), dtable.data().data(), dparams.data(), shape);
     };
     const liere::bench::Timing tf = liere::bench::time_ms(forward, opt.reps, opt.warmup);
     const liere::bench::Timing tfb = liere::bench::time_ms(forward_backward, opt.reps, opt.warmup);
     liere::detail::product_flops = 0;
-    forward_backward();
+    {
+      liere::RotationTable<float> ref;
+      liere::liere_table_forward<float>(geo, params, pos, tokens, ref);
+      liere::liere_table_backward<float>(geo, params, pos, tokens, dtable, dparams);
+      forward();  // the orthogonality below is the op's
+    }
     const double gflops = double(liere::detail::product_flops.load()) / (tfb.median_ms * 1e6);
     double orth = 0;
     for (int t = 0; t < tokens; ++t) {

@@ -680,3 +680,42 @@ int main(int argc, char** argv) {
   cuda::set_tf32(false);
   return Catch::Session().run(argc, argv);
 }
+
+// ==== rotation tables on the device (branch `tables`; a separate block: backend/cuda/rotation_table.cu) ==========
+// The device's tables and generator gradients against cpu::rotation_table_forward/backward (the same per-block
+// bodies, backend/kernels/matrix_exp.hpp; the bodies themselves are checked against lie/exp.hpp and the closed
+// forms on the CPU by test_rotation_table), every block size, and NaN generators raising the device flag.
+TEST_CASE("cuda: rotation tables and their backward match the CPU op", "[cuda][tables]") {
+  for (int block : {2, 3, 4, 8, 16, 32, 64}) {
+    INFO("block " << block);
+    const int D = block == 3 ? 48 : 64;
+    const RotationTableShape sh{6, 2, 17, D, block};
+    std::vector<float> w = randn(Index(sh.num_generators()), 11 + block, 2.f), p = randn(Index(sh.rows) * sh.dim, 3),
+                       dt = randn(Index(sh.table_size()), 5);
+    std::vector<float> tab_cpu(std::size_t(sh.table_size())), dw_cpu(w.size(), 0.5f);
+    cpu::rotation_table_forward(w.data(), p.data(), tab_cpu.data(), sh);
+    cpu::rotation_table_backward(w.data(), p.data(), dt.data(), dw_cpu.data(), sh);
+    const Tensor wg = Tensor::from(Shape{Index(w.size())}, w, Device::cuda);
+    const Tensor pg = Tensor::from(Shape{Index(p.size())}, p, Device::cuda);
+    const Tensor dtg = Tensor::from(Shape{Index(dt.size())}, dt, Device::cuda);
+    Tensor tab(Shape{Index(sh.table_size())}, Device::cuda);
+    Tensor dw = Tensor::full(Shape{Index(w.size())}, 0.5f, Device::cuda);
+    cuda::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
+    cuda::rotation_table_backward(wg.data(), pg.data(), dtg.data(), dw.data(), sh);
+    const double ef = scaled_err(tab.to_vector(), tab_cpu), eb = scaled_err(dw.to_vector(), dw_cpu);
+    std::cout << "rotation tables block " << block << ": forward max err " << ef << ", backward " << eb << "\n";
+    CHECK(ef <= 2e-5);
+    CHECK(eb <= 1e-4);
+  }
+  CHECK(!cuda::rotation_table_nonfinite());
+  const RotationTableShape sh{1, 2, 3, 16, 8};
+  std::vector<float> w(std::size_t(sh.num_generators()), 0.1f), p(6, 0.5f);
+  w[3] = NAN;
+  const Tensor wg = Tensor::from(Shape{Index(w.size())}, w, Device::cuda);
+  const Tensor pg = Tensor::from(Shape{Index(p.size())}, p, Device::cuda);
+  Tensor tab(Shape{Index(sh.table_size())}, Device::cuda);
+  cuda::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
+  CHECK(std::isnan(tab.to_vector()[0]));
+  CHECK(cuda::rotation_table_nonfinite());
+  CHECK(!cuda::rotation_table_nonfinite());  // read and cleared
+}

@@ -169,3 +169,23 @@ TEST_CASE("PE freeze and bake: constants for inference, no gradient to the encod
   m.unfreeze();
   CHECK_FALSE(m.frozen());
 }
+
+TEST_CASE("PE tables: a NaN or Inf generator stops the forward with a message naming the layer and head",
+          "[pe][bad-input]") {
+  auto cfg = small_config("liere", 4);
+  liere::nn::ParamsT<S> params;
+  liere::nn::VitT<S> model(params, cfg, 9);
+  auto& m = model.pe();
+  const std::vector<int> grid = cfg.grid();
+  (void)fresh_tables(m, grid);  // finite: fine
+  // layer-head sharing: set 3 = layer 1, head 1; each set holds 2 axes x 2 blocks (head dim 8) x 6 coordinates
+  auto p = m.encoding().params();
+  REQUIRE(p.size() == 4 * 24);
+  p[3 * 24 + 14] = std::numeric_limits<S>::infinity();
+  Tape tape;
+  REQUIRE_THROWS_WITH(m.begin(tape, grid), Catch::Contains("layer 1, head 1 (parameter set 3, axis 1) is infinite"));
+  p[3 * 24 + 14] = std::numeric_limits<S>::quiet_NaN();
+  Tape tape2;
+  auto guard = tape2.no_grad();
+  REQUIRE_THROWS_WITH(m.begin(tape2, grid), Catch::Contains("layer 1, head 1") && Catch::Contains("NaN"));
+}

@@ -49,4 +49,17 @@ struct PatchGeometry {
 // `head` argument of the rotation kernels: every head.
 inline constexpr int kAllHeads = -1;
 
+// A batch of rotation tables (backend/cpu/rotation_table.hpp, backend/cuda/rotation_table.cu): `sets` parameter
+// sets of `dim` position axes, each head_dim/block blocks of block(block−1)/2 generator coordinates, stored
+// (sets, dim, head_dim/block, block(block−1)/2); `rows` positions (rows, dim) shared by the sets; the table
+// (sets·rows, head_dim/block, block, block), set s's rows at [s·rows, (s + 1)·rows).
+struct RotationTableShape {
+  int sets = 1, dim = 2, rows = 0, head_dim = 64, block = 8;
+  LIERE_HOST_DEVICE int num_blocks() const { return head_dim / block; }
+  LIERE_HOST_DEVICE int coords_per_block() const { return block * (block - 1) / 2; }
+  LIERE_HOST_DEVICE std::int64_t num_generators() const { return std::int64_t(sets) * dim * num_blocks() * coords_per_block(); }
+  LIERE_HOST_DEVICE std::int64_t table_size() const { return std::int64_t(sets) * rows * head_dim * block; }
+  LIERE_HOST_DEVICE std::int64_t num_matrices() const { return std::int64_t(sets) * rows * num_blocks(); }
+};
+
 }  // namespace liere

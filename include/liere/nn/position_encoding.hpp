@@ -11,9 +11,11 @@
 //                                layer's backward, go back to the parameters in this op's backward
 //   pe.add_to_tokens(tape, x)    the absolute encoding (identity for the others)
 //   nn::attention(…, &pe.encoding(), enc, layer, …) in each layer
-// The tables are computed on the host (each block's exponential in double, pe/liere.hpp) and copied to the
-// model's device when it is not the CPU. Fixed encodings (visionllama, rope-1d) keep their tables until the
-// positions change.
+// The tables are computed by the backend's op on the model's device (LIERE_DISPATCH rotation_table_forward /
+// rotation_table_backward: backend/cpu/rotation_table.hpp, backend/cuda/rotation_table.cu) from the encoding's
+// effective generators and positions, which pe/ provides on the host (a few kB, copied to the device per step;
+// the parameters stay on the host, see nn/module.hpp). Fixed encodings (visionllama, rope-1d) keep their tables
+// until the positions change.
 //
 // Caching (docs/api.md, "Inference: cached and baked tables"). A forward that needs no gradient for the encoding
 // (under tape.no_grad(), or after freeze()) reuses the tables (and STRING's transforms) of the previous such
@@ -30,6 +32,7 @@
 #include <liere/nn/module.hpp>
 #include <liere/pe/encoding.hpp>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <span>
 #include <vector>
@@ -162,29 +165,71 @@ class PositionEncodingModuleT {
     }
     if (e.tables.requires_grad()) {
       PositionEncoding<S>* pe = pe_.get();
-      tape.push([pe, gt = e.tables.grad_ref(), gx = e.transforms.grad_ref(), ts, xs, d, device] {
+      // The generators and positions this forward used (on the device), for the op's backward there; only the
+      // generators' gradient (a few kB) comes back to the host, where the encoding's parameters live.
+      tape.push([pe, gt = e.tables.grad_ref(), gx = e.transforms.grad_ref(), xs, device, sh = table_shape(),
+                 gens = gens_, pos = positions_] {
         const S* dt = gt.get();
         const S* dx = gx.get();
         if (!dt && !dx) return;
-        TensorT<S> dth = dt ? TensorT<S>::wrap(const_cast<S*>(dt), ts, device).to(Device::cpu) : TensorT<S>::zeros(ts);
+        const Shape gs{Index(sh.num_generators())};
+        TensorT<S> dgens = TensorT<S>::zeros(gs, device);
+        if (dt) LIERE_DISPATCH(S, device, rotation_table_backward, gens.data(), pos.data(), dt, dgens.data(), sh);
+        if (!dgens.on_host()) dgens = dgens.to(Device::cpu);
         TensorT<S> dxh;
         if (dx) dxh = TensorT<S>::wrap(const_cast<S*>(dx), xs, device).to(Device::cpu);
-        pe->tables_backward({dth.data(), int(ts[0]), d, int(ts[2])},
-                            dx ? std::span<const S>(dxh.data(), std::size_t(xs.numel())) : std::span<const S>());
+        pe->generators_backward(std::span<const S>(dgens.data(), std::size_t(gs.numel())),
+                                dx ? std::span<const S>(dxh.data(), std::size_t(xs.numel())) : std::span<const S>());
       });
     }
     return e;
   }
-  // The tables into t (host memory directly; through a host copy for a device).
+  RotationTableShape table_shape() const {
+    return {pe_->num_sets(), pe_->geometry().pos_dim, pe_->rows_per_set(), pe_->geometry().head_dim, pe_->block()};
+  }
+  // The tables into t by the backend's op on t's device (backend/cpu/rotation_table.hpp, cuda/rotation_table.cu),
+  // from the encoding's effective generators and positions: those (a few kB) are copied into gens_ and positions_
+  // on the device, the tables themselves are made there and never cross the bus.
   void compute_tables(const TensorT<S>& t) {
-    const int d = pe_->geometry().head_dim, b = pe_->block();
-    if (t.on_host()) {
-      pe_->compute_tables({t.data(), int(t.dim(0)), d, b});
-      return;
+    const Device dev = t.device();
+    const RotationTableShape sh = table_shape();
+    const std::span<const S> g = pe_->table_generators();
+    check_finite(g, sh);
+    const Shape gs{Index(g.size())};
+    gens_ = TensorT<S>(gs, dev);  // a fresh buffer: a pending backward keeps the one of its forward
+    gens_.copy_from(TensorT<S>::wrap(const_cast<S*>(g.data()), gs));
+    if (!positions_.defined() || positions_device_ != dev || positions_of_ != pe_->positions_version()) {
+      const std::vector<S>& p = pe_->rotated_positions();
+      const Shape ps{Index(p.size())};
+      positions_ = TensorT<S>(ps, dev);
+      positions_.copy_from(TensorT<S>::wrap(const_cast<S*>(p.data()), ps));
+      positions_device_ = dev;
+      positions_of_ = pe_->positions_version();
     }
-    TensorT<S> host(t.shape());
-    pe_->compute_tables({host.data(), int(t.dim(0)), d, b});
-    t.copy_from(host);
+    LIERE_DISPATCH(S, dev, rotation_table_forward, gens_.data(), positions_.data(), t.data(), sh);
+  }
+
+  // NaN or Inf in a generator stops the step here, naming the layer and head, on every device: the generators are
+  // on the host before they are copied, so the check costs one pass over a few kB and no device synchronisation.
+  void check_finite(std::span<const S> g, const RotationTableShape& sh) const {
+    const std::int64_t bad = cpu::rotation_table_nonfinite(g.data(), sh);
+    if (bad < 0) return;
+    const std::int64_t per_set = sh.num_generators() / sh.sets;
+    const int set = int(bad / per_set);
+    const int axis = int((bad % per_set) / (std::int64_t(sh.num_blocks()) * sh.coords_per_block()));
+    const PEGeometry& geo = pe_->geometry();
+    int layer = -1, head = -1;
+    for (int l = 0; l < geo.layers && layer < 0; ++l)
+      for (int h = 0; h < geo.heads; ++h)
+        if (pe_->set_of(l, h) == set) {
+          layer = l;
+          head = h;
+          break;
+        }
+    LIERE_ENSURE(false, "position encoding " << pe_->config().info().name << ": a generator of layer " << layer
+                                             << ", head " << head << " (parameter set " << set << ", axis " << axis
+                                             << ") is " << (std::isnan(double(g[std::size_t(bad)])) ? "NaN" : "infinite")
+                                             << ": the training diverged (lower the learning rate or clip gradients)");
   }
 
   // The learned tables for a forward without gradients: recomputed when the parameter values, the positions or
@@ -219,6 +264,9 @@ class PositionEncodingModuleT {
   std::uint64_t table_computations_ = 0;
   std::vector<int> grid_;
   TensorT<S> fixed_tables_;  // fixed kinds: the tables of positions version fixed_version_
+  TensorT<S> gens_, positions_;  // what the last table computation read, on its device
+  Device positions_device_ = Device::cpu;
+  std::uint64_t positions_of_ = 0;
   std::uint64_t fixed_version_ = 0;
 };
 

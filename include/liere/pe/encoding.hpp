@@ -101,6 +101,26 @@ class PositionEncoding {
   // Counts the changes of the positions: tables of fixed kinds need recomputing only when it moves.
   std::uint64_t positions_version() const { return positions_version_; }
 
+  // ---- what the backend's table op takes (backend/cpu/rotation_table.hpp, backend/cuda/rotation_table.cu) ----
+  // The effective generators of every set, (sets, P, D/b, b(b−1)/2), refreshed from the parameters now; the op
+  // computes the tables from them and rotated_positions() (rows_per_set() rows of P values).
+  std::span<const Scalar> table_generators() {
+    LIERE_ENSURE(rotary(), "PositionEncoding::table_generators: " << cfg_.info().name << " is not a rotary encoding");
+    if (cfg_.info().learnable) kind_->effective(params_, context(), effective_);
+    return effective_;
+  }
+  int rows_per_set() const { return rows_per_set_; }
+  // grads() += d loss / d params given d loss / d (effective generators) (the op's backward) and the transforms'
+  // gradients (sets, D, D; empty when the kind has none).
+  void generators_backward(std::span<const Scalar> dgenerators, std::span<const Scalar> dtransforms) {
+    if (!rotary() || !cfg_.info().learnable) return;
+    LIERE_ENSURE(dgenerators.size() == effective_.size(), "PositionEncoding::generators_backward: "
+                                                              << dgenerators.size() << " values, expected "
+                                                              << effective_.size());
+    kind_->effective_backward(params_, context(), dgenerators, grads());
+    if (has_transforms() && !dtransforms.empty()) kind_->transforms_backward(params_, context(), dtransforms, grads());
+  }
+
   // ---- forward and backward, storage given -----------------------------------------------------------
   // The rotation tables of every set for the current positions into `tables` (host memory, table_rows() rows,
   // head_dim, block), from the current parameters.
@@ -307,7 +327,6 @@ void PositionEncoding<Scalar>::add_to_tokens(Scalar* x, int batch) const {
   const std::size_t n = std::size_t(tokens()) * geo_.embed_dim;
   std::vector<Scalar> rows(n);
   absolute_rows(rows.data());
-#pragma omp parallel for schedule(static)
   for (int b = 0; b < batch; ++b)
     for (std::size_t i = 0; i < n; ++i) x[std::size_t(b) * n + i] += rows[i];
 }

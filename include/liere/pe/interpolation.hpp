@@ -307,16 +307,14 @@ class GridInterpolation {
     LIERE_ENSURE(xe <= yb || ye <= xb, "GridInterpolation::" << what << ": input and output buffers overlap");
   }
 
-  // y[r, :] (=|+=) Σ_k w[k] · x[idx[k], :] over k in ptr[r] .. ptr[r+1]−1, summed in double.
+  // y[r, :] (=|+=) Σ_k w[k] · x[idx[k], :] over k in ptr[r] .. ptr[r+1]−1, summed in double, on the calling
+  // thread (a table of T × C values: threading belongs to the backend's ops, not to pe/).
   template <class S>
   static void gather(const std::vector<int>& ptr, const std::vector<int>& idx, const std::vector<double>& w,
                      int n_rows, const S* x, S* y, int channels, bool accumulate) {
     const std::size_t C = std::size_t(channels);
-    constexpr std::size_t kGrain = std::size_t(1) << 14;  // smaller problems stay on one thread
-#pragma omp parallel if (std::size_t(n_rows) * C > kGrain)
     {
       std::vector<double> acc(C);  // (C)
-#pragma omp for schedule(static)
       for (int r = 0; r < n_rows; ++r) {
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int k = ptr[r]; k < ptr[r + 1]; ++k) {

@@ -26,7 +26,6 @@
 #include <liere/pe/blocks.hpp>
 #include <liere/pe/rotation_table.hpp>
 #include <numbers>
-#include <liere/core/parallel.hpp>
 #include <liere/core/rng.hpp>
 #include <span>
 #include <type_traits>
@@ -139,8 +138,11 @@ inline void check_liere_args(const LieREGeometry& g, std::size_t num_params, std
 
 // Rotation tables of `tokens` positions for every parameter set: params (sets, Dim, D/b, b(b−1)/2),
 // positions (tokens, Dim) row-major and shared by the sets, table rows (sets, tokens): set h's table is
-// rows [h·tokens, (h + 1)·tokens). One parallel loop over sets × tokens × blocks. `table` is a view of host
-// memory with exactly those rows (a RotationTable overload below resizes one).
+// rows [h·tokens, (h + 1)·tokens). One loop over sets × tokens × blocks, on the calling thread: this is the
+// reference definition (each block's exponential in double, lie/exp.hpp). The engine computes its tables with the
+// backend's op instead (backend/cpu/rotation_table.hpp, threaded, in float where that stays orthogonal; and on the
+// device); the tests compare the two. `table` is a view of host memory with exactly those rows (a RotationTable
+// overload below resizes one).
 template <int Block, class Scalar>
 void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
                          int tokens, RotationTableView<Scalar> table) {
@@ -154,12 +156,10 @@ void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> param
                                                      << ")");
   const std::vector<M> g = detail::liere_generators<Block, double>(params, geo.sets * dim, nb);
   const std::int64_t work = std::int64_t(rows) * nb;
-#pragma omp parallel
   {
     M a(Block, Block), r(Block, Block);
     detail::T18Work<M> w;
     if constexpr (Block > 16) w.resize(Block, false);
-#pragma omp for schedule(static, 1)  // round-robin: the cost grows with |p|, so runs of tokens are uneven
     for (std::int64_t i = 0; i < work; ++i) {
       const int row = int(i / nb), k = int(i % nb), set = row / tokens, t = row % tokens;
       detail::liere_block_generator<Block, double>(g, positions.data() + std::size_t(t) * dim, dim, nb, k, a,
@@ -171,8 +171,8 @@ void liere_table_forward(const LieREGeometry& geo, std::span<const Scalar> param
   }
 }
 
-// dparams += d(loss)/d(params) given dtable = d(loss)/d(table) (rows (sets, tokens)). Deterministic for a
-// fixed thread count: per-thread partial sums in double, reduced in thread order.
+// dparams += d(loss)/d(params) given dtable = d(loss)/d(table) (rows (sets, tokens)), summed in double, on the
+// calling thread (the reference of backend/cpu/rotation_table.hpp's rotation_table_backward).
 template <int Block, class Scalar>
 void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> params, std::span<const Scalar> positions,
                           int tokens, RotationTableView<const Scalar> dtable, std::span<Scalar> dparams) {
@@ -191,15 +191,11 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
   const std::size_t nmat = std::size_t(geo.sets) * dim * nb;
   const std::vector<M> g = detail::liere_generators<Block, W>(params, geo.sets * dim, nb);
   const std::int64_t work = std::int64_t(rows) * nb;
-  std::vector<std::vector<Acc>> partial(max_threads());
-#pragma omp parallel
+  std::vector<Acc> dg(nmat, Acc::Zero(Block, Block));
   {
-    std::vector<Acc>& dg = partial[thread_id()];
-    dg.assign(nmat, Acc::Zero(Block, Block));
     M a(Block, Block), dr(Block, Block), l(Block, Block), at(Block, Block), r(Block, Block);
     detail::T18Work<M> w;
     if constexpr (Block > 16) w.resize(Block, true);
-#pragma omp for schedule(static, 1)  // round-robin, deterministic (see the forward)
     for (std::int64_t i = 0; i < work; ++i) {
       const int row = int(i / nb), k = int(i % nb), set = row / tokens, t = row % tokens;
       const Scalar* p = positions.data() + std::size_t(t) * dim;
@@ -211,14 +207,9 @@ void liere_table_backward(const LieREGeometry& geo, std::span<const Scalar> para
       for (int ax = 0; ax < dim; ++ax) dg[base + std::size_t(ax) * nb + k] += double(p[ax]) * l.template cast<double>();
     }
   }
-  // Reduce the per-thread sums in thread order, then go through hat's adjoint: dw(r,c) += dA(r,c) − dA(c,r).
+  // Through hat's adjoint: dw(r,c) += dA(r,c) − dA(c,r).
   constexpr int ppb = so_dim(Block);
-  for (std::size_t j = 0; j < nmat; ++j) {
-    Acc total = Acc::Zero(Block, Block);
-    for (const auto& part : partial)
-      if (!part.empty()) total += part[j];
-    hat_backward(total, Block, dparams.data() + j * ppb);
-  }
+  for (std::size_t j = 0; j < nmat; ++j) hat_backward(dg[j], Block, dparams.data() + j * ppb);
 }
 
 // Runtime block size (geo.block): one switch (pe/blocks.hpp) over the compiled sizes.

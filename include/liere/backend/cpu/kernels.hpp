@@ -12,6 +12,7 @@
 #include <liere/backend/cpu/linear.hpp>
 #include <liere/backend/cpu/optim.hpp>
 #include <liere/backend/cpu/patch_embed.hpp>
+#include <liere/backend/cpu/rotation_table.hpp>
 #include <liere/backend/cpu/rotate.hpp>
 #include <liere/backend/cpu/softmax.hpp>
 #include <liere/backend/cpu/tokens.hpp>

@@ -101,4 +101,13 @@ std::vector<float> attention_probs(const AttentionState& state);
 // The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
 std::size_t attention_state_bytes(const AttentionState& state);
 
+// ---- rotation tables (rotation_table.cu) -----------------------------------------------------------------------
+// backend/cpu/rotation_table.hpp's ops: generators (sets, dim, D/b, b(b−1)/2), positions (rows, dim), table
+// (sets·rows, D/b, b, b); the backward accumulates into dgenerators. No host copy, no synchronisation.
+void rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape);
+void rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
+                             RotationTableShape shape);
+// Whether a forward since the last clear met a non-finite generator or position (reads a device flag: synchronises).
+bool rotation_table_nonfinite(bool clear = true);
+
 }  // namespace liere::cuda

@@ -21,6 +21,15 @@
 namespace liere::backend {
 
 struct CudaOps {
+  // ---- rotation tables (rotation_table.cu) ----
+  static void rotation_table_forward(const float* w, const float* p, float* table, RotationTableShape shape) {
+    cuda::rotation_table_forward(w, p, table, shape);
+  }
+  static void rotation_table_backward(const float* w, const float* p, const float* dtable, float* dw,
+                                      RotationTableShape shape) {
+    cuda::rotation_table_backward(w, p, dtable, dw, shape);
+  }
+
   static void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
     cuda::copy_bytes(dst, dst_device, src, src_device, bytes);
   }

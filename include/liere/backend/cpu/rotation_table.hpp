@@ -1,0 +1,192 @@
+// liere/backend/cpu/rotation_table.hpp — the rotation tables of a LieRE-type encoding and their backward, as an
+// engine op (dispatched like every other: LIERE_DISPATCH(S, dev, rotation_table_forward, …)).
+//
+// Shape (backend/types.hpp, RotationTableShape): generators w (sets, dim, D/b, b(b−1)/2), positions p (rows, dim)
+// shared by the sets, table (sets·rows, D/b, b, b). For every set s, row t and block k:
+//   A = Σ_i p_{t,i} · hat(w_{s,i,k}),   table[s·rows + t, k] = exp(A)
+// and the backward, given dtable = d loss / d table:
+//   dw_{s,i,k} += Σ_t p_{t,i} · hat*( L(Aᵀ, dtable[s·rows + t, k]) )
+// with L the Fréchet derivative of exp and hat* hat's adjoint (dw(r, c) += dA(r, c) − dA(c, r)).
+// The per-block maths is backend/kernels/matrix_exp.hpp, the body the CUDA kernels run too.
+//
+// Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
+// (evaluated in double). Larger blocks run scaling and squaring in the precision of S, and in float finish with
+// Newton–Schulz steps: that keeps max|RᵀR − I| ≤ 4e-7 for every block size up to generator norm 1e4, where float
+// scaling and squaring alone drifts to 5e-4. The backward runs in the precision of S and sums the positions'
+// contributions in double. Blocks of 32 and 64 multiply through the GEMM library (cpu/gemm.hpp), smaller ones
+// with fixed-size loops.
+// Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|); the backward keeps
+// per-thread sums in double, reduced in thread order: deterministic for a fixed thread count.
+// Non-finite generators or positions give NaN tables and NaN gradients (never a hang); rotation_table_nonfinite
+// finds the first non-finite generator coordinate, for the caller's error message.
+#pragma once
+
+#include <cstdint>
+#include <liere/backend/cpu/common.hpp>
+#include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/backend/types.hpp>
+#include <liere/core/config.hpp>
+#include <liere/core/eigen.hpp>
+#include <liere/core/parallel.hpp>
+#include <type_traits>
+#include <vector>
+
+namespace liere::cpu {
+
+namespace detail {
+
+// The product for large blocks: the GEMM library, on the calling thread.
+struct GemmMul {
+  template <int N, class W>
+  static void mul(const W* a, const W* b, W* c, bool accumulate) {
+    gemm<W>(false, false, N, N, N, W(1), a, b, accumulate ? W(1) : W(0), c);
+  }
+};
+// Small blocks: Eigen's fixed-size coefficient-based product (unrolled, in registers; lie/exp.hpp measured it
+// several times faster than a GEMM call at 8×8).
+struct SmallMul {
+  template <int N, class W>
+  static void mul(const W* a, const W* b, W* c, bool accumulate) {
+    using M = Eigen::Matrix<W, N, N, Eigen::RowMajor>;
+    Eigen::Map<M> cm(c);
+    if (accumulate) cm.noalias() += Eigen::Map<const M>(a).lazyProduct(Eigen::Map<const M>(b));
+    else cm.noalias() = Eigen::Map<const M>(a).lazyProduct(Eigen::Map<const M>(b));
+  }
+};
+template <int N>
+using TableMul = std::conditional_t<(N >= 32), GemmMul, SmallMul>;
+
+// Newton–Schulz steps after scaling and squaring: float needs them, double does not (lie/exp.hpp, docs/math.md).
+template <class W>
+inline constexpr int kTablePolish = std::is_same_v<W, float> ? 2 : 0;
+
+inline void check_table_shape(const RotationTableShape& s, const char* who) {
+  LIERE_ENSURE(s.sets >= 1 && s.dim >= 1 && s.rows >= 0 && s.block >= 2 && s.head_dim % s.block == 0,
+               who << ": bad shape (sets " << s.sets << ", dim " << s.dim << ", rows " << s.rows << ", head dim "
+                   << s.head_dim << ", block " << s.block << ")");
+}
+
+// The compiled block sizes (pe/blocks.hpp's list).
+template <class F>
+void table_block_switch(int block, F&& f) {
+  switch (block) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    default: LIERE_ENSURE(false, "rotation tables: block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
+  }
+}
+
+template <int N, class S>
+void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
+  using W = S;
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const std::int64_t work = sh.num_matrices();
+  const long axis_stride = long(nb) * ppb;
+#pragma omp parallel if (work > 1)
+  {
+    std::vector<W> buf(std::size_t(NN) * (kernels::kExpWork + 2));
+    W* a = buf.data();
+    W* r = a + NN;
+    W* scratch = r + NN;
+#pragma omp for schedule(static, 1)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int k = int(i % nb);
+      const std::int64_t row = i / nb;
+      const int set = int(row / rows), t = int(row % rows);
+      const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
+      kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, a);
+      S* out = table + i * NN;
+      if constexpr (N == 2) {
+        kernels::exp2_skew(a, out);
+      } else if constexpr (N == 3) {
+        kernels::exp3_skew(a, out);
+      } else {
+        kernels::expm_skew<N, W, TableMul<N>>(a, r, scratch, kTablePolish<W>);
+        for (int q = 0; q < NN; ++q) out[q] = S(r[q]);
+      }
+    }
+  }
+}
+
+template <int N, class S>
+void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
+  using W = S;
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const std::int64_t work = sh.num_matrices(), ng = sh.num_generators();
+  const long axis_stride = long(nb) * ppb;
+  const std::size_t threads = std::size_t(max_threads());
+  std::vector<std::vector<double>> partial(threads);
+#pragma omp parallel if (work > 1)
+  {
+    std::vector<double>& acc = partial[std::size_t(thread_id())];
+    acc.assign(std::size_t(ng), 0.0);
+    std::vector<W> buf(std::size_t(NN) * (kernels::kFrechetWork + 4));
+    W *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *scratch = l + NN;
+#pragma omp for schedule(static, 1)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int k = int(i % nb);
+      const std::int64_t row = i / nb;
+      const int set = int(row / rows), t = int(row % rows);
+      const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+      const S* p = pos + std::int64_t(t) * dim;
+      kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
+      for (int q = 0; q < NN; ++q) g[q] = W(dtable[i * NN + q]);
+      if constexpr (N == 2) {
+        for (int q = 0; q < NN; ++q) l[q] = W(0);
+        kernels::exp2_adjoint(a, g, l);
+      } else {
+        kernels::detail::transpose<N>(a, r);  // Aᵀ, skew too
+        kernels::expm_frechet_skew<N, W, TableMul<N>>(r, g, a, l, scratch);
+      }
+      for (int ax = 0; ax < dim; ++ax)
+        kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
+    }
+  }
+#pragma omp parallel for schedule(static) if (ng > kGrain)
+  for (std::int64_t j = 0; j < ng; ++j) {
+    double total = 0;
+    for (const auto& part : partial)
+      if (!part.empty()) total += part[std::size_t(j)];
+    dw[j] += S(total);
+  }
+}
+
+}  // namespace detail
+
+// table (sets·rows, D/b, b, b) = exp(Σ_i p_i · hat(w_i)) for every set, row and block.
+template <class S>
+void rotation_table_forward(const S* generators, const S* positions, S* table, RotationTableShape shape) {
+  detail::check_table_shape(shape, "rotation_table_forward");
+  detail::table_block_switch(shape.block, [&](auto b) {
+    detail::table_forward_impl<decltype(b)::value, S>(generators, positions, table, shape);
+  });
+}
+
+// dgenerators += d loss / d generators given dtable = d loss / d table (same layouts as the forward).
+template <class S>
+void rotation_table_backward(const S* generators, const S* positions, const S* dtable, S* dgenerators,
+                             RotationTableShape shape) {
+  detail::check_table_shape(shape, "rotation_table_backward");
+  detail::table_block_switch(shape.block, [&](auto b) {
+    detail::table_backward_impl<decltype(b)::value, S>(generators, positions, dtable, dgenerators, shape);
+  });
+}
+
+// The index of the first generator coordinate that is NaN or ±Inf, or −1 (host memory).
+template <class S>
+std::int64_t rotation_table_nonfinite(const S* generators, RotationTableShape shape) {
+  const std::int64_t n = shape.num_generators();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!(generators[i] - generators[i] == S(0))) return i;
+  return -1;
+}
+
+}  // namespace liere::cpu

@@ -1,0 +1,171 @@
+// liere/backend/cuda/rotation_table.cu — the rotation tables and their backward on the device (api.hpp; the maths
+// and the layouts are backend/cpu/rotation_table.hpp's, the per-block bodies backend/kernels/matrix_exp.hpp's, the
+// same functions the CPU runs and the CPU tests check).
+//
+// Forward: one thread per block matrix (set, row, block), many matrices per thread block. Blocks 2 and 3 use their
+// closed forms; larger ones scaling and squaring in float with the Newton–Schulz finish of the CPU. Working memory:
+// a thread's local memory for blocks up to 8, slices of a scratch buffer for 16 and up (processed in chunks that
+// keep the buffer under kScratchBudget).
+// Backward: one thread per block matrix computes hat*(L(Aᵀ, dR)) (b(b−1)/2 values) into a scratch buffer; a second
+// kernel, one thread per generator coordinate, sums p_{t,i} times them over the rows in a fixed order, in double:
+// deterministic, no atomics. Neither copies anything to the host nor synchronises.
+// Non-finite generators or positions: NaN tables (and gradients), and the device flag that
+// rotation_table_nonfinite() reads (a synchronising read: for when the loss is read anyway).
+#include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/common.cuh>
+#include <liere/backend/kernels/matrix_exp.hpp>
+
+namespace liere::cuda {
+
+namespace {
+
+constexpr std::size_t kScratchBudget = std::size_t(256) << 20;  // bytes of working memory per launch
+__device__ int g_table_nonfinite = 0;
+
+template <int N>
+constexpr bool kLocalWork = N <= 8;
+
+template <int N>
+__global__ void table_forward_kernel(const float* w, const float* pos, float* table, RotationTableShape sh,
+                                     std::int64_t first, std::int64_t count, float* work) {
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const std::int64_t j = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= count) return;
+  const std::int64_t i = first + j;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int k = int(i % nb);
+  const std::int64_t row = i / nb;
+  const int set = int(row / rows), t = int(row % rows);
+  float local[kLocalWork<N> ? (kernels::kExpWork + 2) * NN : 1];
+  float* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kExpWork + 2) * NN;
+  float* r = a + NN;
+  kernels::block_generator<N>(w + (std::int64_t(set) * dim * nb + k) * ppb, long(nb) * ppb,
+                              pos + std::int64_t(t) * dim, dim, a);
+  float* out = table + i * NN;
+  if constexpr (N == 2) {
+    kernels::exp2_skew(a, out);
+  } else if constexpr (N == 3) {
+    kernels::exp3_skew(a, out);
+  } else {
+    kernels::expm_skew<N, float>(a, r, r + NN, 2);
+    for (int q = 0; q < NN; ++q) out[q] = r[q];
+  }
+  if (!(out[0] == out[0])) g_table_nonfinite = 1;  // NaN in: NaN out (a benign race: every writer writes 1)
+}
+
+template <int N>
+__global__ void table_backward_kernel(const float* w, const float* pos, const float* dtable, RotationTableShape sh,
+                                      std::int64_t first, std::int64_t count, float* work, float* contrib) {
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const std::int64_t j = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= count) return;
+  const std::int64_t i = first + j;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int k = int(i % nb);
+  const std::int64_t row = i / nb;
+  const int set = int(row / rows), t = int(row % rows);
+  float local[kLocalWork<N> ? (kernels::kFrechetWork + 4) * NN : 1];
+  float* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kFrechetWork + 4) * NN;
+  float *g = a + NN, *r = g + NN, *l = r + NN;
+  kernels::block_generator<N>(w + (std::int64_t(set) * dim * nb + k) * ppb, long(nb) * ppb,
+                              pos + std::int64_t(t) * dim, dim, a);
+  for (int q = 0; q < NN; ++q) g[q] = dtable[i * NN + q];
+  if constexpr (N == 2) {
+    for (int q = 0; q < NN; ++q) l[q] = 0.f;
+    kernels::exp2_adjoint(a, g, l);
+  } else {
+    kernels::detail::transpose<N>(a, r);
+    kernels::expm_frechet_skew<N, float>(r, g, a, l, l + NN);
+  }
+  float* c = contrib + i * ppb;
+  for (int q = 0; q < ppb; ++q) c[q] = 0.f;
+  kernels::skew_adjoint_add<N>(l, 1.0, c);
+}
+
+// dw[set, ax, k, q] += Σ_t p[t, ax] · contrib[(set·rows + t)·nb + k, q], t in order, in double.
+__global__ void table_backward_reduce(const float* pos, const float* contrib, float* dw, RotationTableShape sh) {
+  const std::int64_t n = sh.num_generators();
+  const int ppb = sh.coords_per_block(), nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  LIERE_CUDA_LOOP(g, n) {
+    const int q = int(g % ppb);
+    const int k = int((g / ppb) % nb);
+    const int ax = int((g / (std::int64_t(ppb) * nb)) % dim);
+    const int set = int(g / (std::int64_t(ppb) * nb * dim));
+    double s = 0;
+    for (int t = 0; t < rows; ++t)
+      s += double(pos[std::int64_t(t) * dim + ax]) *
+           double(contrib[((std::int64_t(set) * rows + t) * nb + k) * ppb + q]);
+    dw[g] += float(s);
+  }
+}
+
+template <int N>
+void forward_n(const float* w, const float* pos, float* table, const RotationTableShape& sh) {
+  const std::int64_t total = sh.num_matrices();
+  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kExpWork + 2) * N * N * sizeof(float);
+  const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
+  for (std::int64_t first = 0; first < total; first += chunk) {
+    const std::int64_t count = total - first < chunk ? total - first : chunk;
+    float* work = per ? static_cast<float*>(scratch(0, std::size_t(count) * per)) : nullptr;
+    constexpr int threads = N <= 8 ? 128 : 64;
+    table_forward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, table, sh, first, count, work);
+    LIERE_CUDA_LAUNCHED("rotation_table_forward");
+  }
+}
+
+template <int N>
+void backward_n(const float* w, const float* pos, const float* dtable, float* dw, const RotationTableShape& sh) {
+  const std::int64_t total = sh.num_matrices();
+  float* contrib = static_cast<float*>(scratch(1, std::size_t(total) * sh.coords_per_block() * sizeof(float)));
+  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kFrechetWork + 4) * N * N * sizeof(float);
+  const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
+  for (std::int64_t first = 0; first < total; first += chunk) {
+    const std::int64_t count = total - first < chunk ? total - first : chunk;
+    float* work = per ? static_cast<float*>(scratch(0, std::size_t(count) * per)) : nullptr;
+    constexpr int threads = N <= 8 ? 128 : 64;
+    table_backward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, dtable, sh, first, count, work, contrib);
+    LIERE_CUDA_LAUNCHED("rotation_table_backward");
+  }
+  table_backward_reduce<<<grid_for(sh.num_generators()), kThreads>>>(pos, contrib, dw, sh);
+  LIERE_CUDA_LAUNCHED("rotation_table_backward (reduce)");
+}
+
+template <class F>
+void block_switch(int block, F&& f) {
+  switch (block) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    default: LIERE_ENSURE(false, "rotation tables on cuda: block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
+  }
+}
+
+}  // namespace
+
+void rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape) {
+  if (shape.num_matrices() == 0) return;
+  block_switch(shape.block, [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
+}
+
+void rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
+                             RotationTableShape shape) {
+  if (shape.num_matrices() == 0) return;
+  block_switch(shape.block,
+               [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });
+}
+
+bool rotation_table_nonfinite(bool clear) {
+  int v = 0;
+  LIERE_CUDA_CHECK(cudaMemcpyFromSymbol(&v, g_table_nonfinite, sizeof(int)));
+  if (clear && v) {
+    const int zero = 0;
+    LIERE_CUDA_CHECK(cudaMemcpyToSymbol(g_table_nonfinite, &zero, sizeof(int)));
+  }
+  return v != 0;
+}
+
+}  // namespace liere::cuda

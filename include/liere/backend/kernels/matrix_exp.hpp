@@ -1,0 +1,331 @@
+// liere/backend/kernels/matrix_exp.hpp — one block of a rotation table and of its backward, shared by the CPU
+// (backend/cpu/rotation_table.hpp) and the CUDA kernels (backend/cuda/rotation_table.cu).
+//
+// Every matrix is N×N, row-major, on raw pointers; N is a compile-time block size. The maths is that of
+// lie/exp.hpp (the reference the tests compare with), written without Eigen so that a device can run it:
+//   block_generator      a = Σ_i p_i · hat(w_i) for one block (w: the block's b(b−1)/2 coordinates per axis)
+//   exp2_skew, exp3_skew closed forms (cos/sin; Rodrigues with a stable (1 − cos θ)/θ²), computed in double
+//   expm_skew            exp(a) for skew a by scaling and squaring of the degree-18 Taylor polynomial of Bader,
+//                        Blanes and Casas (5 products), scaled by the skew bound min(‖A‖_F/√2, ‖A²‖₁^{1/2}),
+//                        then up to `polish` Newton–Schulz steps R ← R + R·(I − RᵀR)/2 (a second one only when
+//                        max|I − RᵀR| > 3e-4 before the first): in float, scaling and squaring alone drifts from SO(n) by
+//                        ~2^s·√n·u (4e-6 at ‖A‖ = 10, 5e-4 at 1e3 for b = 8) and one step brings it back to
+//                        ≤ 4e-7 for every block size up to ‖A‖ = 1e4 (docs/math.md has the table)
+//   expm_frechet_skew    exp(a) and the Fréchet derivative L(a, e) of the same polynomial scheme (forward mode,
+//                        no polish: it is the derivative of exp itself); the adjoint of the table's exp at A is
+//                        L(Aᵀ, G) (lie/exp.hpp explains why)
+//   exp2_adjoint         the closed-form adjoint for 2×2 (lie/exp.hpp's exp_backward)
+//   skew_adjoint_add     dw(r, c) += scale · (dA(r, c) − dA(c, r)) for r < c: hat's adjoint, row-major coordinates
+// A product is Mul::mul(a, b, c, accumulate): c = a·b (or c += a·b), c never aliasing a or b. NaiveMul below is
+// the device's and the small blocks' product; the CPU passes its GEMM for large blocks. Working memory is given
+// by the caller (kExpWork and kFrechetWork matrices), so the same body runs on a thread's stack, in a CPU
+// thread's buffer or in a slice of a device scratch buffer.
+// Non-finite input gives an all-NaN result and the return value −1, never a hang.
+#pragma once
+
+#include <cmath>
+#include <liere/core/config.hpp>
+
+namespace liere::kernels {
+
+inline constexpr int kExpWork = 10;      // matrices of working memory for expm_skew
+inline constexpr int kFrechetWork = 19;  // for expm_frechet_skew
+
+// Bader–Blanes–Casas degree-18 coefficients b[i][j] (lie/exp.hpp's kT18): B_i = Σ_j b[i][j]·(I, X, X², X³, X⁶)_j.
+LIERE_HOST_DEVICE inline double t18_coef(int i, int j) {
+  constexpr double k[5][5] = {
+      {0., -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.},
+      {0., 3.97849749499645077844e-01, 1.36783778460411720168e+00, 4.98289622525382669416e-01,
+       -6.37898194594723280150e-04},
+      {-1.09676396052962061844e+01, 1.68015813878906206114e+00, 5.71779846478865511061e-02,
+       -6.98210122488052056106e-03, 3.34975017086070470649e-05},
+      {-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
+       2.95552570429315521194e-02, -1.39180257516060693404e-05},
+      {0., 0., -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05}};
+  return k[i][j];
+}
+
+// Largest scaled norm for which T18 meets the unit roundoff of W (BBC 2019, Table 3).
+template <class W>
+LIERE_HOST_DEVICE constexpr double t18_theta() {
+  return sizeof(W) == 4 ? 3.010066362817634 : 1.090863719290036;
+}
+
+// The product of the device and of small blocks: i-k-j loops (the inner loop runs along rows: vectorises).
+struct NaiveMul {
+  template <int N, class W>
+  LIERE_HOST_DEVICE static void mul(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c,
+                                    bool accumulate) {
+    for (int i = 0; i < N; ++i) {
+      W ci[N];  // one row of c in registers
+      for (int j = 0; j < N; ++j) ci[j] = accumulate ? c[i * N + j] : W(0);
+      for (int k = 0; k < N; ++k) {
+        const W aik = a[i * N + k];
+        for (int j = 0; j < N; ++j) ci[j] += aik * b[k * N + j];
+      }
+      for (int j = 0; j < N; ++j) c[i * N + j] = ci[j];
+    }
+  }
+};
+
+// Smallest s ≥ 0 with α/2^s ≤ θ (exact, as lie/exp.hpp's scaling_exponent).
+LIERE_HOST_DEVICE inline int t18_scaling(double alpha, double theta) {
+  if (!(alpha > theta)) return 0;
+  int e = 0;
+  const double m = frexp(alpha / theta, &e);
+  return m == 0.5 ? e - 1 : e;
+}
+
+// a (N×N) = Σ_i p_i · hat(w + i·axis_stride): w holds the block's strict upper triangle, row-major.
+template <int N, class S, class W>
+LIERE_HOST_DEVICE void block_generator(const S* w, long axis_stride, const S* p, int dim, W* a) {
+  for (int i = 0; i < N * N; ++i) a[i] = W(0);
+  for (int ax = 0; ax < dim; ++ax) {
+    const W pa = W(p[ax]);
+    const S* wa = w + ax * axis_stride;
+    int q = 0;
+    for (int r = 0; r < N; ++r)
+      for (int c = r + 1; c < N; ++c, ++q) {
+        const W v = pa * W(wa[q]);
+        a[r * N + c] += v;
+        a[c * N + r] -= v;
+      }
+  }
+}
+
+// dw(r, c) += scale·(da(r, c) − da(c, r)), r < c, into the block's coordinates (hat's adjoint).
+template <int N, class W, class D>
+LIERE_HOST_DEVICE void skew_adjoint_add(const W* da, double scale, D* dw) {
+  int q = 0;
+  for (int r = 0; r < N; ++r)
+    for (int c = r + 1; c < N; ++c, ++q) dw[q] += D(scale * (double(da[r * N + c]) - double(da[c * N + r])));
+}
+
+LIERE_HOST_DEVICE inline double sinc_stable(double x) {
+  if (fabs(x) < 1e-4) return 1.0 - x * x / 6.0 * (1.0 - x * x / 20.0);
+  return sin(x) / x;
+}
+
+template <class W>
+LIERE_HOST_DEVICE void exp2_skew(const W* a, W* r) {
+  const double w = (double(a[1]) - double(a[2])) / 2, c = cos(w), s = sin(w);
+  r[0] = W(c);
+  r[1] = W(s);
+  r[2] = W(-s);
+  r[3] = W(c);
+}
+
+template <class W>
+LIERE_HOST_DEVICE void exp3_skew(const W* a, W* r) {
+  const double x = (double(a[1]) - double(a[3])) / 2, y = (double(a[2]) - double(a[6])) / 2,
+               z = (double(a[5]) - double(a[7])) / 2;
+  const double m[9] = {0, x, y, -x, 0, z, -y, -z, 0};
+  const double th = sqrt(x * x + y * y + z * z);
+  if (!(th == th) || th > 1e300) {  // NaN or ±Inf
+    for (int i = 0; i < 9; ++i) r[i] = W(NAN);
+    return;
+  }
+  const double f1 = sinc_stable(th), h = sinc_stable(th / 2), f2 = 0.5 * h * h;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double m2 = 0;
+      for (int k = 0; k < 3; ++k) m2 += m[i * 3 + k] * m[k * 3 + j];
+      r[i * 3 + j] = W((i == j ? 1.0 : 0.0) + f1 * m[i * 3 + j] + f2 * m2);
+    }
+}
+
+// Adjoint of the 2×2 closed form: da += L(aᵀ, g) (lie/exp.hpp's exp_backward for n = 2).
+template <class W>
+LIERE_HOST_DEVICE void exp2_adjoint(const W* a, const W* g, W* da) {
+  const double w = (double(a[1]) - double(a[2])) / 2, c = cos(w), s = sin(w), sn = sinc_stable(w);
+  const double g0 = (double(g[0]) + double(g[3])) / 2, g1 = (double(g[1]) - double(g[2])) / 2;
+  const double p0 = c * g0 + s * g1, p1 = c * g1 - s * g0;
+  da[0] += W(p0 + sn * (double(g[0]) - g0));
+  da[3] += W(p0 + sn * (double(g[3]) - g0));
+  da[1] += W(p1 + sn * (double(g[1]) - g1));
+  da[2] += W(-p1 + sn * (double(g[2]) + g1));
+}
+
+namespace detail {
+
+template <int N, class W>
+LIERE_HOST_DEVICE void fill_nan(W* m) {
+  for (int i = 0; i < N * N; ++i) m[i] = W(NAN);
+}
+
+// x = a/2^s, x2, x3 for the skew bound; returns s, −1 for non-finite a, −2 for a = 0.
+template <int N, class W, class Mul>
+LIERE_HOST_DEVICE int scale_skew(const W* a, W* x, W* x2, W* x3) {
+  double f2 = 0;
+  for (int i = 0; i < N * N; ++i) f2 += double(a[i]) * double(a[i]);
+  if (!(f2 <= 1e300)) return -1;  // NaN or overflow
+  if (f2 == 0.0) return -2;
+  constexpr double theta = t18_theta<W>();
+  const int s0 = t18_scaling(sqrt(f2 / 2), theta);
+  const W sc = W(ldexp(1.0, -s0));
+  for (int i = 0; i < N * N; ++i) x[i] = a[i] * sc;
+  Mul::template mul<N, W>(x, x, x2, false);
+  double n1 = 0;  // ‖X²‖₁
+  for (int j = 0; j < N; ++j) {
+    double col = 0;
+    for (int i = 0; i < N; ++i) col += fabs(double(x2[i * N + j]));
+    n1 = n1 > col ? n1 : col;
+  }
+  const int s1 = t18_scaling(sqrt(n1) * ldexp(1.0, s0), theta);
+  const int s = s1 < s0 ? s1 : s0;
+  if (s < s0) {
+    const W up = W(ldexp(1.0, s0 - s)), up2 = W(ldexp(1.0, 2 * (s0 - s)));
+    for (int i = 0; i < N * N; ++i) {
+      x[i] *= up;
+      x2[i] *= up2;
+    }
+  }
+  Mul::template mul<N, W>(x, x2, x3, false);
+  return s;
+}
+
+// out = Σ_j b[i][j]·P_j (with the identity term when with_identity).
+template <int N, class W>
+LIERE_HOST_DEVICE void t18_combination(int i, const W* x, const W* x2, const W* x3, const W* x6, W* out,
+                                       bool with_identity) {
+  const W c1 = W(t18_coef(i, 1)), c2 = W(t18_coef(i, 2)), c3 = W(t18_coef(i, 3)), c4 = W(t18_coef(i, 4));
+  for (int k = 0; k < N * N; ++k) out[k] = c1 * x[k] + c2 * x2[k] + c3 * x3[k] + c4 * x6[k];
+  if (with_identity)
+    for (int k = 0; k < N; ++k) out[k * N + k] += W(t18_coef(i, 0));
+}
+
+template <int N, class W>
+LIERE_HOST_DEVICE void transpose(const W* a, W* t) {
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) t[j * N + i] = a[i * N + j];
+}
+
+}  // namespace detail
+
+// r = exp(a), a skew-symmetric; work: kExpWork·N² values. Returns the number of squarings (−1: non-finite a).
+template <int N, class W, class Mul = NaiveMul>
+LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
+  constexpr int NN = N * N;
+  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;  // b: 5 matrices
+  const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
+  if (s == -1) {
+    detail::fill_nan<N>(r);
+    return -1;
+  }
+  if (s == -2) {
+    for (int i = 0; i < NN; ++i) r[i] = W(i % (N + 1) == 0 ? 1 : 0);
+    return 0;
+  }
+  Mul::template mul<N, W>(x3, x3, x6, false);
+  for (int i = 0; i < 5; ++i) detail::t18_combination<N>(i, x, x2, x3, x6, b + i * NN, true);
+  W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
+  Mul::template mul<N, W>(b0, b4, a9, true);  // A9 = B0·B4 + B3
+  for (int i = 0; i < NN; ++i) b2[i] += a9[i];  // C = B2 + A9
+  W* cur = r;
+  W* spare = t;
+  for (int i = 0; i < NN; ++i) cur[i] = b1[i];
+  Mul::template mul<N, W>(b2, a9, cur, true);  // T18 = B1 + C·A9
+  for (int k = 0; k < s; ++k) {
+    Mul::template mul<N, W>(cur, cur, spare, false);
+    W* tmp = cur;
+    cur = spare;
+    spare = tmp;
+  }
+  // Newton–Schulz: R ← R + R·E/2, E = I − RᵀR. One step takes max|E| to about ¾·max|E|²; a second one runs
+  // only when the first started above kPolishAgain.
+  constexpr double kPolishAgain = 3e-4;
+  for (int step = 0; step < polish; ++step) {
+    detail::transpose<N>(cur, x);
+    Mul::template mul<N, W>(x, cur, x2, false);
+    double emax = 0;
+    for (int i = 0; i < NN; ++i) {
+      x2[i] = (i % (N + 1) == 0 ? W(1) : W(0)) - x2[i];
+      const double e = fabs(double(x2[i]));
+      emax = emax > e ? emax : e;
+    }
+    if (!(emax > kPolishAgain)) polish = step + 1;  // this step is the last
+    for (int i = 0; i < NN; ++i) spare[i] = cur[i];
+    for (int i = 0; i < NN; ++i) x2[i] *= W(0.5);
+    Mul::template mul<N, W>(cur, x2, spare, true);
+    W* tmp = cur;
+    cur = spare;
+    spare = tmp;
+  }
+  if (cur != r)
+    for (int i = 0; i < NN; ++i) r[i] = cur[i];
+  return s;
+}
+
+// r = exp(a) and l = L(a, e), the Fréchet derivative of the same scheme; a skew-symmetric (the adjoint needs it at
+// aᵀ = −a, skew too); work: kFrechetWork·N² values. Returns the squarings, or −1 for non-finite input.
+template <int N, class W, class Mul = NaiveMul>
+LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* work) {
+  constexpr int NN = N * N;
+  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;
+  W *dx = b + 5 * NN, *dx2 = dx + NN, *dx3 = dx2 + NN, *dx6 = dx3 + NN, *db = dx6 + NN;
+  bool e_finite = true;
+  for (int i = 0; i < NN; ++i) e_finite = e_finite && (e[i] - e[i] == W(0));
+  const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
+  if (s == -1 || !e_finite) {
+    detail::fill_nan<N>(r);
+    detail::fill_nan<N>(l);
+    return -1;
+  }
+  if (s == -2) {
+    for (int i = 0; i < NN; ++i) {
+      r[i] = W(i % (N + 1) == 0 ? 1 : 0);
+      l[i] = e[i];
+    }
+    return 0;
+  }
+  const W sc = W(ldexp(1.0, -s));
+  for (int i = 0; i < NN; ++i) dx[i] = e[i] * sc;
+  Mul::template mul<N, W>(dx, x, dx2, false);
+  Mul::template mul<N, W>(x, dx, dx2, true);
+  Mul::template mul<N, W>(dx, x2, dx3, false);
+  Mul::template mul<N, W>(x, dx2, dx3, true);
+  Mul::template mul<N, W>(x3, x3, x6, false);
+  Mul::template mul<N, W>(dx3, x3, dx6, false);
+  Mul::template mul<N, W>(x3, dx3, dx6, true);
+  for (int i = 0; i < 5; ++i) {
+    detail::t18_combination<N>(i, x, x2, x3, x6, b + i * NN, true);
+    detail::t18_combination<N>(i, dx, dx2, dx3, dx6, db + i * NN, false);
+  }
+  W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
+  W *db0 = db, *db1 = db + NN, *db2 = db + 2 * NN, *da9 = db + 3 * NN, *db4 = db + 4 * NN;
+  Mul::template mul<N, W>(b0, b4, a9, true);
+  Mul::template mul<N, W>(db0, b4, da9, true);
+  Mul::template mul<N, W>(b0, db4, da9, true);
+  for (int i = 0; i < NN; ++i) {
+    b2[i] += a9[i];
+    db2[i] += da9[i];
+  }
+  // The squaring chain ping-pongs between (r, l) and two spare matrices (x6, dx6 are free now).
+  W *cr = r, *cl = l, *sr = x6, *sl = dx6;
+  for (int i = 0; i < NN; ++i) {
+    cr[i] = b1[i];
+    cl[i] = db1[i];
+  }
+  Mul::template mul<N, W>(b2, a9, cr, true);
+  Mul::template mul<N, W>(db2, a9, cl, true);
+  Mul::template mul<N, W>(b2, da9, cl, true);
+  for (int k = 0; k < s; ++k) {  // (R, L) ← (R², R·L + L·R)
+    Mul::template mul<N, W>(cr, cl, sl, false);
+    Mul::template mul<N, W>(cl, cr, sl, true);
+    Mul::template mul<N, W>(cr, cr, sr, false);
+    W* t1 = cr;
+    cr = sr;
+    sr = t1;
+    W* t2 = cl;
+    cl = sl;
+    sl = t2;
+  }
+  if (cr != r)
+    for (int i = 0; i < NN; ++i) r[i] = cr[i];
+  if (cl != l)
+    for (int i = 0; i < NN; ++i) l[i] = cl[i];
+  (void)t;
+  return s;
+}
+
+}  // namespace liere::kernels

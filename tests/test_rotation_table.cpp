@@ -1,0 +1,273 @@
+// tests/test_rotation_table.cpp — the rotation-table op (backend/cpu/rotation_table.hpp) and the per-block bodies it
+// shares with the CUDA kernels (backend/kernels/matrix_exp.hpp), on the CPU, on every machine:
+//   * the bodies against lie/exp.hpp (the reference) and the closed forms, in double; the device's product
+//     (NaiveMul) against the CPU's (Eigen / GEMM) in float: the tables the GPU computes are checked here;
+//   * float orthogonality max|RᵀR − I| ≤ 1e-6 for every block size up to generator norm 1e4;
+//   * the Fréchet derivative against central finite differences of lie/exp.hpp in double and against
+//     exp_backward (two independent ways), and the op's backward by the dot-product test on its own forward;
+//   * the op against pe/liere.hpp's reference tables and gradients; NaN in, NaN out, and the finder.
+#include <catch2/catch.hpp>
+
+#include <liere/backend/cpu/rotation_table.hpp>
+#include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/lie/exp.hpp>
+#include <liere/pe/liere.hpp>
+LIERE_THIRD_PARTY_BEGIN
+#include <Eigen/Dense>
+LIERE_THIRD_PARTY_END
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace liere;
+
+namespace {
+
+using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A random skew-symmetric n×n matrix with 2-norm `norm`.
+MatD random_skew(int n, double norm, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> d;
+  MatD a = MatD::Zero(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      a(i, j) = d(g);
+      a(j, i) = -a(i, j);
+    }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Eigen::MatrixXd(-(a * a)));
+  return a * (norm / std::sqrt(es.eigenvalues().maxCoeff()));
+}
+
+template <int N, class W>
+std::vector<W> body_exp(const MatD& a, int polish) {
+  std::vector<W> in(N * N), r(N * N), work(kernels::kExpWork * N * N);
+  for (int i = 0; i < N * N; ++i) in[i] = W(a.data()[i]);
+  if constexpr (N == 2) kernels::exp2_skew(in.data(), r.data());
+  else if constexpr (N == 3) kernels::exp3_skew(in.data(), r.data());
+  else kernels::expm_skew<N, W>(in.data(), r.data(), work.data(), polish);
+  return r;
+}
+
+template <class W>
+double orthogonality(const std::vector<W>& r, int n) {
+  MatD m(n, n);
+  for (int i = 0; i < n * n; ++i) m.data()[i] = double(r[i]);
+  return (m.transpose() * m - MatD::Identity(n, n)).cwiseAbs().maxCoeff();
+}
+
+template <int N>
+void check_exp_body() {
+  for (double norm : {0.3, 10.0, 1e3}) {
+    INFO("block " << N << ", norm " << norm);
+    const MatD a = random_skew(N, norm, 17 * N + std::uint64_t(norm));
+    const MatD ref = liere::exp(Eigen::MatrixXd(a));
+    const std::vector<double> r = body_exp<N, double>(a, 0);
+    const double err = (Eigen::Map<const MatD>(r.data(), N, N) - ref).cwiseAbs().maxCoeff();
+    CHECK(err <= 1e-13 * std::max(1.0, norm));
+    if constexpr (N == 2 || N == 3) {  // the closed forms against the scaling-and-squaring body
+      std::vector<double> in(a.data(), a.data() + N * N), ss(N * N), work(kernels::kExpWork * N * N);
+      kernels::expm_skew<N, double>(in.data(), ss.data(), work.data(), 0);
+      CHECK((Eigen::Map<const MatD>(ss.data(), N, N) - Eigen::Map<const MatD>(r.data(), N, N)).cwiseAbs().maxCoeff() <=
+            1e-12 * std::max(1.0, norm));
+    }
+  }
+}
+
+template <int N>
+void check_float_orthogonality() {
+  for (double norm : {1.0, 10.0, 100.0, 1e3, 1e4})
+    for (std::uint64_t seed = 0; seed < 3; ++seed) {
+      INFO("block " << N << ", norm " << norm << ", seed " << seed);
+      const std::vector<float> r = body_exp<N, float>(random_skew(N, norm, 1000 * N + seed), 2);
+      CHECK(orthogonality(r, N) <= 1e-6);
+    }
+}
+
+// The device's product against the CPU's in the op: the same body, the same float tables.
+template <int N>
+void check_device_product() {
+  const MatD a = random_skew(N, 40.0, 7 * N);
+  std::vector<float> in(N * N), r1(N * N), r2(N * N), work(kernels::kExpWork * N * N);
+  for (int i = 0; i < N * N; ++i) in[i] = float(a.data()[i]);
+  kernels::expm_skew<N, float, kernels::NaiveMul>(in.data(), r1.data(), work.data(), 2);
+  kernels::expm_skew<N, float, cpu::detail::TableMul<N>>(in.data(), r2.data(), work.data(), 2);
+  const MatD ref = liere::exp(Eigen::MatrixXd(a));
+  double d12 = 0, d1 = 0;
+  for (int i = 0; i < N * N; ++i) {
+    d12 = std::max(d12, double(std::abs(r1[i] - r2[i])));
+    d1 = std::max(d1, std::abs(double(r1[i]) - ref.data()[i]));
+  }
+  INFO("block " << N);
+  CHECK(d12 <= 2e-5);
+  CHECK(d1 <= 2e-5);
+}
+
+// L(A, E) of the body against central differences of lie/exp.hpp and against exp_frechet (exp_backward at Aᵀ).
+template <int N>
+void check_frechet_body() {
+  for (double norm : {0.5, 20.0}) {
+    INFO("block " << N << ", norm " << norm);
+    const MatD a = random_skew(N, norm, 31 * N + std::uint64_t(norm));
+    std::mt19937_64 g(5);
+    std::normal_distribution<double> d;
+    MatD e(N, N);
+    for (int i = 0; i < N * N; ++i) e.data()[i] = d(g);
+    std::vector<double> l(N * N), r(N * N), work(kernels::kFrechetWork * N * N);
+    kernels::expm_frechet_skew<N, double>(a.data(), e.data(), r.data(), l.data(), work.data());
+    const Eigen::Map<const MatD> lm(l.data(), N, N);
+    const double h = 1e-6;
+    // A ± hE is not skew: lie/exp.hpp's general scaling and squaring (the closed forms would read its skew part).
+    Eigen::MatrixXd rp(N, N), rm(N, N);
+    liere::detail::expm_ss(Eigen::MatrixXd(a + h * e), rp);
+    liere::detail::expm_ss(Eigen::MatrixXd(a - h * e), rm);
+    const MatD fd = (rp - rm) / (2 * h);  // good to ~1e-8·|L|
+    CHECK((lm - fd).cwiseAbs().maxCoeff() <= 1e-6 * std::max(1.0, fd.cwiseAbs().maxCoeff()));
+    const Eigen::MatrixXd lf = liere::exp_frechet(Eigen::MatrixXd(a), Eigen::MatrixXd(e));
+    CHECK((lm - lf).cwiseAbs().maxCoeff() <= 1e-11 * std::max(1.0, lf.cwiseAbs().maxCoeff()));
+  }
+}
+
+// The op's tables and gradients against pe/liere.hpp's (each block's exponential in double there).
+template <class S>
+void check_op_against_reference(int block, S fwd_tol, S bwd_rel_tol) {
+  const int D = block == 3 ? 12 : 64, sets = 3, dim = 2, rows = 7;
+  INFO("block " << block);
+  LieREGeometry geo{sets, dim, D, block};
+  std::vector<S> w(geo.num_params()), pos(std::size_t(rows) * dim), dt(std::size_t(sets) * rows * D * block);
+  std::mt19937_64 g(block);
+  std::uniform_real_distribution<double> u(0, 2 * M_PI), v(-1, 1);
+  for (auto& x : w) x = S(u(g));
+  for (auto& x : pos) x = S(v(g));
+  for (auto& x : dt) x = S(v(g));
+  RotationTable<S> ref;
+  liere_table_forward<S>(geo, w, pos, rows, ref);
+  const RotationTableShape sh{sets, dim, rows, D, block};
+  std::vector<S> tab(dt.size());
+  cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+  double ef = 0;
+  for (std::size_t i = 0; i < tab.size(); ++i) ef = std::max(ef, std::abs(double(tab[i]) - double(ref.data()[i])));
+  CHECK(ef <= fwd_tol);
+  std::vector<S> dw_ref(w.size(), S(0)), dw(w.size(), S(1));  // the op accumulates: start from 1
+  liere_table_backward<S>(geo, w, pos, rows, RotationTableView<const S>{dt.data(), sets * rows, D, block}, dw_ref);
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
+  double eb = 0, nb = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    eb = std::max(eb, std::abs(double(dw[i]) - 1.0 - double(dw_ref[i])));
+    nb = std::max(nb, std::abs(double(dw_ref[i])));
+  }
+  CHECK(eb <= bwd_rel_tol * nb);
+}
+
+}  // namespace
+
+TEST_CASE("rotation tables: the per-block bodies match lie/exp.hpp and the closed forms (double)", "[tables]") {
+  check_exp_body<2>();
+  check_exp_body<3>();
+  check_exp_body<4>();
+  check_exp_body<8>();
+  check_exp_body<16>();
+  check_exp_body<32>();
+  check_exp_body<64>();
+}
+
+TEST_CASE("rotation tables: float tables stay orthogonal to 1e-6 up to generator norm 1e4", "[tables]") {
+  check_float_orthogonality<2>();
+  check_float_orthogonality<3>();
+  check_float_orthogonality<4>();
+  check_float_orthogonality<8>();
+  check_float_orthogonality<16>();
+  check_float_orthogonality<32>();
+  check_float_orthogonality<64>();
+}
+
+TEST_CASE("rotation tables: without the Newton-Schulz finish, float scaling and squaring drifts (why it is there)",
+          "[tables]") {
+  const std::vector<float> r = body_exp<8, float>(random_skew(8, 1e3, 3), 0);
+  CHECK(orthogonality(r, 8) > 1e-5);
+}
+
+TEST_CASE("rotation tables: the device's product (NaiveMul) gives the CPU op's float tables", "[tables]") {
+  check_device_product<4>();
+  check_device_product<8>();
+  check_device_product<16>();
+  check_device_product<32>();
+  check_device_product<64>();
+}
+
+TEST_CASE("rotation tables: the Frechet body against finite differences and exp_frechet (double)", "[tables]") {
+  check_frechet_body<3>();
+  check_frechet_body<4>();
+  check_frechet_body<8>();
+  check_frechet_body<16>();
+  check_frechet_body<64>();
+  // 2×2: the closed-form adjoint against exp_backward and against finite differences of its forward.
+  const MatD a = random_skew(2, 1.3, 2);
+  const double g[4] = {0.3, -1.1, 0.7, 0.2};
+  double da[4] = {0, 0, 0, 0};
+  kernels::exp2_adjoint(a.data(), g, da);
+  Eigen::Matrix2d ref = Eigen::Matrix2d::Zero();
+  liere::exp_backward(Eigen::Matrix2d(a), Eigen::Map<const Eigen::Matrix<double, 2, 2, Eigen::RowMajor>>(g), ref);
+  for (int i = 0; i < 4; ++i) CHECK(std::abs(da[i] - ref(i / 2, i % 2)) <= 1e-14);
+  const double h = 1e-6;  // d/dε ⟨g, exp(A + ε·e_01 antisym)⟩ = da(0,1) − da(1,0)
+  MatD ap = a, am = a;
+  ap(0, 1) += h, ap(1, 0) -= h, am(0, 1) -= h, am(1, 0) += h;
+  double rp[4], rm[4];
+  kernels::exp2_skew(ap.data(), rp);
+  kernels::exp2_skew(am.data(), rm);
+  double fd = 0;
+  for (int i = 0; i < 4; ++i) fd += g[i] * (rp[i] - rm[i]) / (2 * h);
+  CHECK(std::abs(fd - (da[1] - da[2])) <= 1e-8);
+}
+
+TEST_CASE("rotation tables: the op matches pe/liere.hpp's reference tables and gradients", "[tables]") {
+  for (int block : {2, 3, 4, 8, 16, 32, 64}) {
+    check_op_against_reference<double>(block, 1e-12, 1e-10);
+    check_op_against_reference<float>(block, 2e-5, 1e-4);
+  }
+}
+
+TEST_CASE("rotation tables: the op's backward is the adjoint of its forward (dot-product test, double)", "[tables]") {
+  for (int block : {2, 3, 8, 64}) {
+    INFO("block " << block);
+    const int D = block == 3 ? 6 : 64, sets = 2, dim = 3, rows = 4;
+    const RotationTableShape sh{sets, dim, rows, D, block};
+    std::mt19937_64 g(block + 100);
+    std::uniform_real_distribution<double> u(-2, 2);
+    std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), pos(std::size_t(rows) * dim),
+        dt(std::size_t(sh.table_size()));
+    for (auto* x : {&w, &v, &pos, &dt})
+      for (auto& y : *x) y = u(g);
+    std::vector<double> dw(w.size(), 0.0);
+    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
+    const double h = 1e-6;
+    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
+    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
+    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
+    double fd = 0, an = 0;
+    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
+    for (std::size_t i = 0; i < w.size(); ++i) an += dw[i] * v[i];
+    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+  }
+}
+
+TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found", "[tables]") {
+  const RotationTableShape sh{2, 2, 3, 16, 8};
+  std::vector<float> w(std::size_t(sh.num_generators()), 0.25f), pos(6, 0.5f), tab(std::size_t(sh.table_size()));
+  CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == -1);
+  w[40] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == 40);
+  cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+  // coordinate 40 of (sets 2, axes 2, blocks 2, 28): set 0, axis 0, block 1: block 1 of set 0's rows is NaN
+  for (int row = 0; row < 3; ++row) {
+    CHECK(std::isnan(tab[std::size_t(row * 2 + 1) * 64]));
+    CHECK(std::isfinite(tab[std::size_t(row * 2) * 64]));  // block 0 is untouched
+  }
+  CHECK(std::isfinite(tab[std::size_t(3 * 2 + 1) * 64]));  // and so is set 1
+  REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 16, 5}),
+                      Catch::Contains("bad shape"));
+  REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 20, 5}),
+                      Catch::Contains("block size 5 has no kernel"));
+}
