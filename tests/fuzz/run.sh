@@ -2,6 +2,7 @@
 # Builds the libFuzzer targets of tests/fuzz (clang, ASan + UBSan) and runs each for RUNS inputs, one at a time:
 #
 #   tests/fuzz/run.sh [RUNS] [TARGET...]        e.g. tests/fuzz/run.sh 1000000   or   tests/fuzz/run.sh 10000 fuzz_idx
+#   tests/fuzz/run.sh --build-only               configures and builds the targets, runs none (tests/sanitize.sh)
 #
 # RUNS defaults to 1000000. Environment: BUILD (build folder, default build-fuzz), SECONDS_PER_TARGET (a bound on
 # each run, default 1800), CXX (default clang++-14), NICE (default 10). New inputs found go to BUILD/fuzz-corpus/,
@@ -21,6 +22,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     -DLIERE_BUILD_EXAMPLES=ON >/dev/null
 fi
 nice -n "$NICE" cmake --build "$BUILD" --target liere_fuzz -j"${JOBS:-2}"
+[ "$RUNS" != --build-only ] || exit 0
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
