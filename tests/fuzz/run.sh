@@ -19,7 +19,7 @@ SECONDS_PER_TARGET=${SECONDS_PER_TARGET:-1800}
 
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   CC=${CC:-clang-14} CXX=$CXX cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIERE_FUZZ=ON \
-    -DLIERE_BUILD_EXAMPLES=ON >/dev/null
+    -DLIERE_BUILD_EXAMPLES=ON -DLIERE_WITH_CUDA=OFF >/dev/null   # the readers need no CUDA backend
 fi
 nice -n "$NICE" cmake --build "$BUILD" --target liere_fuzz -j"${JOBS:-2}"
 [ "$RUNS" != --build-only ] || exit 0
