@@ -2,9 +2,11 @@
 # Builds the libFuzzer targets of tests/fuzz (clang, ASan + UBSan) and runs each for RUNS inputs, one at a time:
 #
 #   tests/fuzz/run.sh [RUNS] [TARGET...]        e.g. tests/fuzz/run.sh 1000000   or   tests/fuzz/run.sh 10000 fuzz_idx
+#   tests/fuzz/run.sh --build-only               configures and builds the targets, runs none (tests/sanitize.sh)
 #
 # RUNS defaults to 1000000. Environment: BUILD (build folder, default build-fuzz), SECONDS_PER_TARGET (a bound on
-# each run, default 1800), CXX (default clang++-14), NICE (default 10). New inputs found go to BUILD/fuzz-corpus/,
+# each run, default 1800), TIMEOUT (wall-clock seconds for one input, default 20), CXX (default clang++-14), NICE
+# (default 10). New inputs found go to BUILD/fuzz-corpus/,
 # crashes to BUILD/fuzz-artifacts/; the seed corpus in tests/fuzz/corpus/ is only read. Exits non-zero when a
 # target fails; prints one line per target: runs, seconds, result.
 set -euo pipefail
@@ -15,12 +17,14 @@ BUILD=${BUILD:-$ROOT/build-fuzz}
 CXX=${CXX:-clang++-14}
 NICE=${NICE:-10}
 SECONDS_PER_TARGET=${SECONDS_PER_TARGET:-1800}
+TIMEOUT=${TIMEOUT:-20}   # libFuzzer's -timeout: seconds of wall-clock for one input (raise it on a busy machine)
 
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   CC=${CC:-clang-14} CXX=$CXX cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIERE_FUZZ=ON \
-    -DLIERE_BUILD_EXAMPLES=ON >/dev/null
+    -DLIERE_BUILD_EXAMPLES=ON -DLIERE_WITH_CUDA=OFF >/dev/null   # the readers need no CUDA backend
 fi
 nice -n "$NICE" cmake --build "$BUILD" --target liere_fuzz -j"${JOBS:-2}"
+[ "$RUNS" != --build-only ] || exit 0
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
@@ -46,7 +50,7 @@ for t in "${TARGETS[@]}"; do
   [ -x /usr/bin/time ] && timing=(/usr/bin/time -o "$log.time" -f '%U %S')
   set +e
   "${timing[@]}" nice -n "$NICE" "$BUILD/tests/fuzz/$t" "$work" "$seeds" -runs="$RUNS" \
-    -max_total_time="$SECONDS_PER_TARGET" -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+    -max_total_time="$SECONDS_PER_TARGET" -max_len="$max_len" -rss_limit_mb=2048 -timeout="$TIMEOUT" -print_final_stats=1 \
     -artifact_prefix="$art" >"$log" 2>&1
   rc=$?
   set -e
@@ -57,7 +61,7 @@ for t in "${TARGETS[@]}"; do
     status=1
     # libFuzzer's own exit codes; a sanitizer report, a crash or a FUZZ_CHECK is 1 (or 77 with -error_exitcode).
     case $rc in
-      70) why="a timeout: one input ran over 20 s" ;;
+      70) why="a timeout: one input ran over $TIMEOUT s of wall-clock" ;;
       71) why="out of memory: over 2048 MB" ;;
       72) why="interrupted by SIGINT or SIGTERM, not a finding" ;;
       *) why="a crash, sanitizer report or broken invariant" ;;
