@@ -113,7 +113,13 @@ void refuse_oversized_huffman_tables(std::span<const std::uint8_t> b, const std:
 // reads the data: a 93-byte file declaring a 1.2 GB IDAT chunk allocated 2 GB before "outofdata" (found by
 // tests/fuzz/fuzz_image as inputs of several seconds each). The chunks are walked as stb_image reads them: length,
 // type, data, CRC, up to IEND. A file whose chunk runs past its end is truncated, and stb_image refuses it anyway.
-void refuse_truncated_png_chunks(std::span<const std::uint8_t> b, const std::string& path) {
+//
+// It returns the byte offsets of IDAT chunks with no data. Those are legal (the compressed stream may be split
+// anywhere), but stb_image 2.27 copies a first empty IDAT into its not yet allocated buffer: memcpy(NULL, p, 0),
+// undefined behaviour that UBSan reports (stb_image.h:1663, found by tests/fuzz/fuzz_image on 2026-11-25).
+// decode_image drops them before stb sees the file; the image is the same.
+std::vector<std::size_t> refuse_truncated_png_chunks(std::span<const std::uint8_t> b, const std::string& path) {
+  std::vector<std::size_t> empty_idat;
   std::size_t p = 8;  // after the signature
   while (p < b.size()) {  // (a file that ends between chunks: stb_image says what is missing)
     LIERE_ENSURE(p + 8 <= b.size(), "'" << path << "': corrupt or truncated PNG: the file ends inside the header of the "
@@ -128,8 +134,10 @@ void refuse_truncated_png_chunks(std::span<const std::uint8_t> b, const std::str
                                      << " declares " << length << " bytes of data, the file has " << left
                                      << " bytes left");
     if (type == "IEND") break;
+    if (type == "IDAT" && length == 0) empty_idat.push_back(p);
     p += 12 + std::size_t(length);  // length, type, data, CRC
   }
+  return empty_idat;
 }
 
 // Triangle-filter weights for resampling the input range [start, start + len) to `out` samples (Pillow's
@@ -200,11 +208,25 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
   const bool png = bytes.size() >= 8 && std::memcmp(bytes.data(), kPng, 8) == 0;
   LIERE_ENSURE(jpeg || png, "'" << path << "' is not a JPEG or PNG file: unsupported format (" << sniff(bytes) << ")");
   LIERE_ENSURE(bytes.size() <= std::size_t(INT32_MAX), "'" << path << "': " << bytes.size() << " bytes is too large");
-  const int size = int(bytes.size());
 
   // Checks of what stb_image 2.27 does not check itself (notes above), before stbi_info: it reads JPEG tables too.
   if (jpeg) refuse_oversized_huffman_tables(bytes, path);
-  if (png) refuse_truncated_png_chunks(bytes, path);
+  std::vector<std::uint8_t> without_empty_idat;  // the file without its empty IDAT chunks, when it has any
+  if (png) {
+    const std::vector<std::size_t> empty_idat = refuse_truncated_png_chunks(bytes, path);
+    if (!empty_idat.empty()) {
+      without_empty_idat.reserve(bytes.size());
+      std::size_t from = 0;
+      for (const std::size_t at : empty_idat) {
+        without_empty_idat.insert(without_empty_idat.end(), bytes.begin() + std::ptrdiff_t(from),
+                                  bytes.begin() + std::ptrdiff_t(at));
+        from = at + 12;  // length, type, (no data), CRC
+      }
+      without_empty_idat.insert(without_empty_idat.end(), bytes.begin() + std::ptrdiff_t(from), bytes.end());
+      bytes = without_empty_idat;
+    }
+  }
+  const int size = int(bytes.size());
   // The size the header declares, before anything is allocated: a few bytes can declare 60000 × 60000 pixels.
   int w = 0, h = 0, n = 0;
   if (stbi_info_from_memory(bytes.data(), size, &w, &h, &n))

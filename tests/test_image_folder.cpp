@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -395,4 +396,54 @@ TEST_CASE("image folder: a PNG chunk longer than the file is refused before stb_
   // The file's last CRC (IEND's) missing is not looked at, as stb_image does not read it.
   const Bytes no_last_crc(png.begin(), png.end() - 4);
   CHECK(decode_image(no_last_crc, "short.png").pixels == plain.pixels);
+}
+
+// Found by tests/fuzz/fuzz_image (2026-11-25): a PNG whose first IDAT chunk is empty made stb_image 2.27 call
+// memcpy(NULL, p, 0) (undefined behaviour, a UBSan report in the sanitizer build). Empty IDAT chunks are legal; they
+// are dropped before stb sees the file, and the image is the same.
+TEST_CASE("image folder: empty IDAT chunks are dropped before stb_image, the image is unchanged", "[image_folder][errors]") {
+  TempDir dir("liere_image_empty_idat");
+  write_png(dir / "a.png", 2, 5, 4);
+  const Bytes png = read_all(dir / "a.png");
+  const Image plain = decode_image(png, "a.png");
+  const auto idat = std::search(png.begin(), png.end(), std::begin("IDAT"), std::end("IDAT") - 1);
+  REQUIRE(idat != png.end());
+  const std::size_t at = std::size_t(idat - png.begin()) - 4;  // the IDAT chunk's length field
+  const Bytes empty = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0x35, 0xAF, 0x06, 0x1E};  // length 0, type, CRC-32 of "IDAT"
+  Bytes before = png;  // one empty IDAT before the real one, two more after it
+  before.insert(before.begin() + std::ptrdiff_t(at), empty.begin(), empty.end());
+  const std::size_t real_len = std::size_t(png[at]) << 24 | std::size_t(png[at + 1]) << 16 |
+                               std::size_t(png[at + 2]) << 8 | std::size_t(png[at + 3]);
+  const std::size_t after_real = at + empty.size() + 12 + real_len;
+  before.insert(before.begin() + std::ptrdiff_t(after_real), empty.begin(), empty.end());
+  before.insert(before.begin() + std::ptrdiff_t(after_real), empty.begin(), empty.end());
+  const Image got = decode_image(before, "empty_idat.png");
+  CHECK(got.width == plain.width);
+  CHECK(got.height == plain.height);
+  CHECK(got.pixels == plain.pixels);
+  // The fuzzer's own input (132 bytes): decodes or is refused with a message, never undefined behaviour.
+  const std::string b64 =
+      "iVBORw0KGgoAAAANSUhEUgAAAAUAAAAECAIAAADJUWIXAAAAS35EQVR42gFAAL//AABGjChutFCS3Hi+BKDmLAAJGpUxd71Zn+WBxw2p7zUAAlie"
+      "OoDGYqjuitAWsvg+ABthp0OJz2uxIZPZH7sBR4dNHVNTfehHAAAAAElEQVSuQmCC";
+  Bytes fuzz;
+  {
+    unsigned acc = 0;
+    int bits = 0;
+    for (const char c : b64) {
+      if (c == '=') break;
+      const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      acc = acc << 6 | unsigned(std::strchr(table, c) - table);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        fuzz.push_back(std::uint8_t(acc >> bits & 0xFF));
+      }
+    }
+  }
+  REQUIRE(fuzz.size() == 132);
+  try {
+    (void)decode_image(fuzz, "fuzz.png");
+  } catch (const liere::Error& e) {
+    CHECK_THAT(e.what(), Contains("fuzz.png"));
+  }
 }

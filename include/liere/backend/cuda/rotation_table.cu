@@ -13,6 +13,7 @@
 // rotation_table_nonfinite() reads (a synchronising read: for when the loss is read anyway).
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
+#include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
 
 namespace liere::cuda {
@@ -104,9 +105,11 @@ void forward_n(const float* w, const float* pos, float* table, const RotationTab
   const std::int64_t total = sh.num_matrices();
   const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kExpWork + 2) * N * N * sizeof(float);
   const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
+  // Working memory from the device pool, released when this returns (one stream: after the kernels that use it).
+  const DeviceBlock work_block = per && total > 0 ? DeviceBlock(std::size_t(chunk < total ? chunk : total) * per) : DeviceBlock();
+  float* work = work_block.get<float>();
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
-    float* work = per ? static_cast<float*>(scratch(0, std::size_t(count) * per)) : nullptr;
     constexpr int threads = N <= 8 ? 128 : 64;
     table_forward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, table, sh, first, count, work);
     LIERE_CUDA_LAUNCHED("rotation_table_forward");
@@ -116,12 +119,15 @@ void forward_n(const float* w, const float* pos, float* table, const RotationTab
 template <int N>
 void backward_n(const float* w, const float* pos, const float* dtable, float* dw, const RotationTableShape& sh) {
   const std::int64_t total = sh.num_matrices();
-  float* contrib = static_cast<float*>(scratch(1, std::size_t(total) * sh.coords_per_block() * sizeof(float)));
+  if (total == 0) return;
+  const DeviceBlock contrib_block(std::size_t(total) * sh.coords_per_block() * sizeof(float));
+  float* contrib = contrib_block.get<float>();
   const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kFrechetWork + 4) * N * N * sizeof(float);
   const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
+  const DeviceBlock work_block = per ? DeviceBlock(std::size_t(chunk < total ? chunk : total) * per) : DeviceBlock();
+  float* work = work_block.get<float>();
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
-    float* work = per ? static_cast<float*>(scratch(0, std::size_t(count) * per)) : nullptr;
     constexpr int threads = N <= 8 ? 128 : 64;
     table_backward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, dtable, sh, first, count, work, contrib);
     LIERE_CUDA_LAUNCHED("rotation_table_backward");
