@@ -66,6 +66,20 @@ def exact_exp(a):
     return ((v * torch.exp(1j * lam).unsqueeze(-2)) @ v.mH).real
 
 
+class Float32Exp:
+    """with Float32Exp("double"): ...  runs the block with liere's float32 exponential mode set, then restores it."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.saved = liere_torch.float32_exp()
+        liere_torch.set_float32_exp(self.mode)
+
+    def __exit__(self, *exc):
+        liere_torch.set_float32_exp(self.saved)
+
+
 def orth_error(r):
     r = r.double()
     eye = torch.eye(r.shape[-1], dtype=F64)
@@ -196,14 +210,38 @@ class SoExp(unittest.TestCase):
 
     def test_float32_orthogonality_to_norm_1e4(self):
         gen = torch.Generator().manual_seed(4)
-        print("\n  float32 max|R^T R - I|:    b   ||A||_2    liere    torch.matrix_exp")
-        for b in BLOCKS:
+        print("\n  float32 max|R^T R - I|:    b   ||A||_2    liere (float)  liere (double)  torch.matrix_exp")
+        for b in (*BLOCKS, 32):
             for norm in (1.0, 10.0, 100.0, 1e3, 1e4):
                 a = random_skew(16, b=b, norm=norm, gen=gen).float()
-                ours, theirs = orth_error(liere_torch.so_exp(a)), orth_error(torch.matrix_exp(a))
-                print(f"  {b:28d}   {norm:7.0e}   {ours:.1e}   {theirs:.1e}")
+                ours = orth_error(liere_torch.so_exp(a))  # the default mode, "float"
+                with Float32Exp("double"):
+                    ours_double = orth_error(liere_torch.so_exp(a))
+                theirs = orth_error(torch.matrix_exp(a))
+                print(f"  {b:28d}   {norm:7.0e}   {ours:.1e}        {ours_double:.1e}         {theirs:.1e}")
                 with self.subTest(b=b, norm=norm):
                     self.assertLessEqual(ours, 1e-6)
+                    self.assertLessEqual(ours_double, 1e-6)
+
+    def test_float32_gradient_against_float64(self):
+        # The float32 backward (the kernel's float Frechet derivative at b = 64, liere::exp_backward in float
+        # below) against the float64 gradient of the same float32-rounded input. Its error is that of float
+        # scaling and squaring: about 2^s * u relative (s squarings, u = 6e-8), s <= log2(||A||_2 / 3) + 1, so
+        # the bound below is 8 * u * max(1, ||A||_2) relative to the largest gradient entry.
+        gen = torch.Generator().manual_seed(11)
+        print("\n  float32 gradient, max |g32 - g64| / max |g64|:    b   ||A||_2   error   bound")
+        for b in (4, 8, 16, 32, 64):
+            for norm in (1.0, 10.0, 100.0):
+                a = random_skew(4, b=b, norm=norm, gen=gen).float()
+                c = torch.randn(4, b, b, generator=gen)
+                a32, a64 = a.clone().requires_grad_(True), a.double().requires_grad_(True)
+                (g32,) = torch.autograd.grad((liere_torch.so_exp(a32) * c).sum(), a32)
+                (g64,) = torch.autograd.grad((liere_torch.so_exp(a64) * c.double()).sum(), a64)
+                err = ((g32.double() - g64).abs().max() / g64.abs().max()).item()
+                bound = 8 * 2.0**-24 * max(1.0, norm)
+                print(f"  {b:50d}   {norm:7.0e}   {err:.1e}   {bound:.1e}")
+                with self.subTest(b=b, norm=norm):
+                    self.assertLessEqual(err, bound)
 
 
 class RotationTables(unittest.TestCase):
@@ -296,9 +334,16 @@ class Encoder(unittest.TestCase):
                 self.assertEqual(r_ours.dtype, torch.float32)
                 err_ours = (r_ours.double() - r_true).abs().max().item()
                 err_off = (r_off.double() - r_true).abs().max().item()
-                print(f"\n  encoder b={b}: float32 max error vs float64 exp: liere {err_ours:.1e}, "
-                      f"official (torch.matrix_exp) {err_off:.1e}")
-                self.assertLessEqual(err_ours, 1e-6)
+                with Float32Exp("double"):
+                    err_double = (ours(sizes, torch.float32).double() - r_true).abs().max().item()
+                norm = torch.linalg.matrix_norm(official(sizes, F64, expm=lambda x: x), ord=2).max().item()  # A
+                print(f"\n  encoder b={b}: float32 max error vs float64 exp (max ||A||_2 {norm:.0f}): liere {err_ours:.1e}"
+                      f" (mode 'double' {err_double:.1e}), official (torch.matrix_exp) {err_off:.1e}")
+                # mode "double": the rounding of the exact rotation
+                self.assertLessEqual(err_double, 1e-6)
+                # mode "float" (the default): a float computation, within 8 u ||A||_2 (the angle's rounding)
+                self.assertLessEqual(err_ours, 8 * 2.0**-24 * max(1.0, norm))
+                self.assertLessEqual(orth_error(r_ours), 1e-6)
                 # float64 parameters, gradients of the official computation (without its float32 rounding of A)
                 ours64, off64 = ours.double(), official.double()
                 c = torch.randn(r_off.shape, dtype=F64)
@@ -327,6 +372,11 @@ class BadInput(unittest.TestCase):
     def expect(self, pattern, fn, *args):
         with self.assertRaisesRegex(RuntimeError, pattern):
             fn(*args)
+
+    def test_set_float32_exp(self):
+        self.expect(r"liere\.set_float32_exp: mode is 'half'; expected 'float' .* or 'double'",
+                    liere_torch.set_float32_exp, "half")
+        self.assertEqual(liere_torch.float32_exp(), "float")
 
     def test_so_exp(self):
         so_exp = torch.ops.liere.so_exp

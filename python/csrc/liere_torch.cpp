@@ -24,6 +24,8 @@
 //
 // CPU tensors only: Debian's libtorch has no CUDA, and liere's CUDA backend has no so(n) exponential; a CUDA
 // tensor gets an error that says so.
+#include <liere/backend/cpu/rotation_table.hpp>
+#include <liere/backend/kernels/matrix_exp.hpp>
 #include <liere/core/config.hpp>
 #include <liere/lie/exp.hpp>
 
@@ -34,6 +36,8 @@
 #include <torch/library.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -66,6 +70,36 @@ void dispatch_size(std::int64_t b, F&& f) {
     default: return f(std::integral_constant<int, Eigen::Dynamic>{});
   }
 }
+
+// float32 precision mode (torch.ops.liere.set_float32_exp): "float" (the default) runs the engine's float kernels
+// (backend/kernels/matrix_exp.hpp, the bodies of the backend's rotation-table op) where they are faster than the
+// double path: T18 scaling and squaring in float with the Newton–Schulz finish (kFloatPolish steps, as the backend
+// op) for b = 16, 32, 64, products by Eigen's fixed-size code at 16 and by the GEMM library (cpu/gemm.hpp: oneDNN
+// where it loads, else Eigen) at 32 and 64; and the kernel's float Fréchet derivative for the backward at b = 64.
+// Measured (2026-11-25, one thread): the float forward is 1.2× (b 16) to 1.8× (b 64) the double one, the kernel
+// backward 1.1× liere::exp_backward at 64 and no faster below, and at b = 4, 8 the double forward is as fast.
+// Orthogonality stays ≤ 4.5e-7 (docs/math.md); the values are those of a float computation (within about
+// 8·u·‖A‖₂ of exp(A), as torch.matrix_exp's float32), not the rounding of the exact rotation. "double" runs every
+// float32 exponential in double and rounds once (the rounding of the exact rotation; 1.8× slower at b = 64).
+std::atomic<bool> g_float32_exp_double{false};
+
+bool float_forward_kernel(std::int64_t b) {
+  return (b == 16 || b == 32 || b == 64) && !g_float32_exp_double.load(std::memory_order_relaxed);
+}
+bool float_backward_kernel(std::int64_t b) { return b == 64; }
+
+template <class F>
+void dispatch_float_kernel(std::int64_t b, F&& f) {
+  switch (b) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    default: TORCH_CHECK(false, "liere: no float kernel for block size ", b);
+  }
+}
+template <int N>
+using FloatMul = liere::cpu::detail::TableMul<N>;
+constexpr int kFloatPolish = liere::cpu::detail::kTablePolish<float>;
 
 template <class T, int N>
 using Mat = Eigen::Matrix<T, N, N>;
@@ -125,6 +159,21 @@ void check_skew(const at::Tensor& x, const char* op, const char* name) {
 // R = exp(skew(X)) for each of the n matrices; X, R (n, b, b) contiguous.
 template <class T>
 void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (float_forward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
+      constexpr int N = decltype(nc)::value, NN = N * N;
+      at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> buf(std::size_t(NN) * (liere::kernels::kExpWork + 1));
+        float *a = buf.data(), *work = a + NN;
+        for (std::int64_t i = begin; i < end; ++i) {
+          const float* xi = x + i * NN;
+          for (int u = 0; u < N; ++u)
+            for (int v = 0; v < N; ++v) a[u * N + v] = 0.5f * (xi[u * N + v] - xi[v * N + u]);
+          liere::kernels::expm_skew<N, float, FloatMul<N>>(a, r + i * NN, work, kFloatPolish);
+        }
+      });
+    });
+  }
   dispatch_size(b, [&](auto nc) {
     constexpr int N = decltype(nc)::value;
     at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
@@ -141,6 +190,24 @@ void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b) {
 // dX = skew(L(skew(X)ᵀ, dR)) for each matrix, in the precision T (liere's exp_backward); all (n, b, b).
 template <class T>
 void so_exp_backward(const T* x, const T* dr, T* dx, std::int64_t n, std::int64_t b) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (float_backward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
+      constexpr int N = decltype(nc)::value, NN = N * N;
+      at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> buf(std::size_t(NN) * (liere::kernels::kFrechetWork + 3));
+        float *a_t = buf.data(), *r = a_t + NN, *l = r + NN, *work = l + NN;
+        for (std::int64_t i = begin; i < end; ++i) {
+          const float* xi = x + i * NN;
+          for (int u = 0; u < N; ++u)
+            for (int v = 0; v < N; ++v) a_t[u * N + v] = 0.5f * (xi[v * N + u] - xi[u * N + v]);  // skew(X)ᵀ
+          liere::kernels::expm_frechet_skew<N, float, FloatMul<N>>(a_t, dr + i * NN, r, l, work);
+          float* dxi = dx + i * NN;
+          for (int u = 0; u < N; ++u)
+            for (int v = 0; v < N; ++v) dxi[u * N + v] = 0.5f * (l[u * N + v] - l[v * N + u]);
+        }
+      });
+    });
+  }
   dispatch_size(b, [&](auto nc) {
     constexpr int N = decltype(nc)::value;
     at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
@@ -210,6 +277,27 @@ void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int
     for (std::int64_t u = 0; u < b; ++u)
       for (std::int64_t v = 0; v < b; ++v)
         s[j * bb + u * b + v] = 0.5 * (double(bases[j * bb + u * b + v]) - double(bases[j * bb + v * b + u]));
+  if constexpr (std::is_same_v<T, float>) {
+    if (float_forward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
+      constexpr int N = decltype(nc)::value, NN = N * N;
+      at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> buf(std::size_t(NN) * (liere::kernels::kExpWork + 1));
+        std::vector<double> ad(static_cast<std::size_t>(NN));
+        float *a = buf.data(), *work = a + NN;
+        for (std::int64_t w = begin; w < end; ++w) {
+          const std::int64_t t = w / ns, k = w % ns;
+          std::fill(ad.begin(), ad.end(), 0.0);  // A in double, rounded once
+          for (std::int64_t i = 0; i < d; ++i) {
+            const double p = double(pos[t * d + i]);
+            const double* si = s.data() + (i * ns + k) * bb;
+            for (int q = 0; q < NN; ++q) ad[std::size_t(q)] += p * si[q];
+          }
+          for (int q = 0; q < NN; ++q) a[q] = float(ad[std::size_t(q)]);
+          liere::kernels::expm_skew<N, float, FloatMul<N>>(a, r + w * bb, work, kFloatPolish);
+        }
+      });
+    });
+  }
   dispatch_size(b, [&](auto nc) {
     constexpr int N = decltype(nc)::value;
     at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
@@ -230,6 +318,26 @@ template <class T>
 void tables_adjoints(const T* skew_bases, const T* pos, const T* dr, T* l_out, std::int64_t d, std::int64_t ns,
                      std::int64_t np, std::int64_t b) {
   const std::int64_t bb = b * b;
+  if constexpr (std::is_same_v<T, float>) {
+    if (float_backward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
+      constexpr int N = decltype(nc)::value, NN = N * N;
+      at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<float> buf(std::size_t(NN) * (liere::kernels::kFrechetWork + 2));
+        float *a_t = buf.data(), *r = a_t + NN, *work = r + NN;
+        for (std::int64_t w = begin; w < end; ++w) {
+          const std::int64_t t = w / ns, k = w % ns;
+          std::fill(a_t, a_t + NN, 0.0f);
+          for (std::int64_t i = 0; i < d; ++i) {  // Aᵀ = Σ_i p_i S_iᵀ
+            const float p = pos[t * d + i];
+            const float* si = skew_bases + (i * ns + k) * bb;
+            for (int u = 0; u < N; ++u)
+              for (int v = 0; v < N; ++v) a_t[v * N + u] += p * si[u * N + v];
+          }
+          liere::kernels::expm_frechet_skew<N, float, FloatMul<N>>(a_t, dr + w * bb, r, l_out + w * bb, work);
+        }
+      });
+    });
+  }
   dispatch_size(b, [&](auto nc) {
     constexpr int N = decltype(nc)::value;
     at::parallel_for(0, np * ns, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
@@ -334,6 +442,15 @@ at::Tensor rotation_tables(const at::Tensor& bases, const at::Tensor& positions)
 
 std::string torch_version() { return TORCH_VERSION; }
 
+void set_float32_exp(const std::string& mode) {
+  TORCH_CHECK(mode == "float" || mode == "double", "liere.set_float32_exp: mode is '", mode,
+              "'; expected 'float' (float kernels with the Newton-Schulz finish, the default) or 'double' (every "
+              "float32 exponential in double, rounded once)");
+  g_float32_exp_double.store(mode == "double");
+}
+
+std::string float32_exp() { return g_float32_exp_double.load() ? "double" : "float"; }
+
 std::string liere_version() {
   return std::to_string(LIERE_VERSION_MAJOR) + "." + std::to_string(LIERE_VERSION_MINOR) + "." +
          std::to_string(LIERE_VERSION_PATCH);
@@ -348,5 +465,7 @@ TORCH_LIBRARY(liere, m) {
   m.def("so_exp(Tensor X) -> Tensor", &liere_torch::so_exp);
   m.def("rotation_tables(Tensor bases, Tensor positions) -> Tensor", &liere_torch::rotation_tables);
   m.def("torch_version() -> str", &liere_torch::torch_version);
+  m.def("set_float32_exp(str mode) -> ()", &liere_torch::set_float32_exp);
+  m.def("float32_exp() -> str", &liere_torch::float32_exp);
   m.def("liere_version() -> str", &liere_torch::liere_version);
 }

@@ -30,6 +30,18 @@ def rotation_tables(bases: torch.Tensor, positions: torch.Tensor) -> torch.Tenso
     return torch.ops.liere.rotation_tables(bases, positions)
 
 
+def set_float32_exp(mode: str) -> None:
+    """How float32 exponentials are computed (process-wide): "float" (the default) runs liere's float kernels with
+    the Newton-Schulz finish for b = 16, 32, 64 (orthogonal to 5e-7, values within about 8 u ||A|| of exp(A));
+    "double" computes every float32 exponential in double and rounds once (slower at b = 64). docs/torch.md."""
+    torch.ops.liere.set_float32_exp(mode)
+
+
+def float32_exp() -> str:
+    """The current float32 mode, "float" or "double" (set_float32_exp)."""
+    return torch.ops.liere.float32_exp()
+
+
 def torch_version() -> str:
     """The libtorch version the operator library was compiled against."""
     return torch.ops.liere.torch_version()
@@ -37,4 +49,4 @@ def torch_version() -> str:
 
 from .encoder import LierePositionEncoder, grid_positions  # noqa: E402
 
-__all__ = ["so_exp", "rotation_tables", "torch_version", "LierePositionEncoder", "grid_positions", "library_path"]
+__all__ = ["so_exp", "rotation_tables", "set_float32_exp", "float32_exp", "torch_version", "LierePositionEncoder", "grid_positions", "library_path"]
