@@ -199,7 +199,7 @@ TEST_CASE("cuda: a ViT step matches the CPU for every encoding and block size", 
       for (const auto& b : model.blocks()) {
         const auto& probs = b.attn().last_probs();
         REQUIRE(probs.size() == std::size_t(3) * cfg.heads * cfg.tokens() * cfg.tokens());
-        maps[d].push_back(probs);
+        maps[d].emplace_back(probs.begin(), probs.end());
       }
     }
     for (std::size_t l = 0; l < maps[0].size(); ++l) {
@@ -404,7 +404,8 @@ AttentionRun run_attention(const AttentionCase& c, Device dev) {
   Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, mask);
   AttentionRun r;
   r.out = y.value().to_vector();
-  r.probs = dev == Device::cpu ? cache->probs : cuda::attention_probs(cache->device);
+  r.probs = dev == Device::cpu ? std::vector<float>(cache->probs.begin(), cache->probs.end())
+                                : cuda::attention_probs(cache->device);
   tape.backward(y, Tensor::from(y.shape(), randn(y.numel(), 22), dev));
   r.dqkv = qkv.grad().to_vector();
   for (const auto& p : params) {
@@ -472,7 +473,7 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
     const auto enc = pe.begin(tape, std::vector<int>{c.gh, c.gw});
     auto cache = std::make_shared<AttentionCache<float>>();
     Var y = nn::attention(tape, Var(x.to(Device::cpu), true), H, &pe.encoding(), enc, 0, cache);
-    cpu_probs = cache->probs;
+    cpu_probs.assign(cache->probs.begin(), cache->probs.end());
   }
   auto round = [](std::size_t b) { return BufferPool::round_up(b); };
 

@@ -10,9 +10,11 @@
 // The per-block maths is backend/kernels/matrix_exp.hpp, the body the CUDA kernels run too.
 //
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
-// (evaluated in double). Larger blocks run scaling and squaring in the precision of S, and in float finish with
-// Newton–Schulz steps: that keeps max|RᵀR − I| ≤ 4e-7 for every block size up to generator norm 1e4, where float
-// scaling and squaring alone drifts to 5e-4. The backward runs in the precision of S and sums the positions'
+// (evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float tables
+// (TableForwardWork below: float is orthogonal with its Newton–Schulz finish, but not accurate enough for the float
+// step to stay near the double one). The shared float body with the finish — max|RᵀR − I| ≤ 4e-7 for every
+// block size up to generator norm 1e4, where float scaling and squaring alone drifts to 5e-4 — is what the CUDA
+// kernels run. The backward runs in the precision of S and sums the positions'
 // contributions in double. Blocks of 32 and 64 multiply through the GEMM library (cpu/gemm.hpp), smaller ones
 // with fixed-size loops.
 // Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|); the backward keeps
@@ -82,9 +84,16 @@ void table_block_switch(int block, F&& f) {
   }
 }
 
+// The precision of the forward's scaling and squaring. Float tables are computed in double for blocks of 4 and
+// more: float keeps them orthogonal (with the Newton–Schulz finish) but not accurate — its error grows as
+// u·‖A‖ through the squarings, and a float ViT step with LieRE-64 then moved 7.2e-5 (relative, MLP weight gradients)
+// from the double step, against 7.1e-6 with double tables (tests/test_compare.cpp). The backward stays in S.
+template <int N, class S>
+using TableForwardWork = std::conditional_t<std::is_same_v<S, float> && (N >= 4), double, S>;
+
 template <int N, class S>
 void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
-  using W = S;
+  using W = TableForwardWork<N, S>;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
   const std::int64_t work = sh.num_matrices();
