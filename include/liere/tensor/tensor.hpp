@@ -235,7 +235,6 @@ class TensorT {
     LIERE_DISPATCH(float, where, copy_bytes, dst, dst_device, src, src_device, std::size_t(n) * sizeof(S));
   }
 
-
   std::shared_ptr<void> storage_;
   S* data_ = nullptr;
   Shape shape_;
