@@ -30,6 +30,7 @@ class NullBuffer : public std::streambuf {
 NullBuffer g_null;
 Comm* g_world = nullptr;
 
+#ifdef LIERE_WITH_MPI
 // How run_main leaves on an error in a distributed run: an error every rank raised alike (a usage error once the
 // ranks are known to share their flags) is printed by rank 0 and the ranks finish normally; any other error is
 // printed by the rank that had it, and the job is ended, since the other ranks may be waiting for this one.
@@ -46,6 +47,7 @@ int leave_after_error(const std::string& text, int code, bool all_ranks) {
   }
   c.abort(text, code);
 }
+#endif
 std::uint64_t text_hash(const std::string& s) {
   std::uint64_t h = 0x1BE2E;
   for (unsigned char c : s) h = hash_u64(h, c);
