@@ -27,29 +27,12 @@
 #include <cmath>
 #include <limits>
 #include <liere/core/config.hpp>
+#include <liere/lie/t18.hpp>
 #include <type_traits>
 
 namespace liere {
 
 namespace detail {
-
-// Bader–Blanes–Casas degree-18 scheme: with P = (I, X, X², X³, X⁶) and B_i = Σ_j b[i][j] P_j,
-//   A9 = B0·B4 + B3,   T18(X) = B1 + (B2 + A9)·A9.
-inline constexpr double kT18[5][5] = {
-    {0., -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.},
-    {0., 3.97849749499645077844e-01, 1.36783778460411720168e+00, 4.98289622525382669416e-01,
-     -6.37898194594723280150e-04},
-    {-1.09676396052962061844e+01, 1.68015813878906206114e+00, 5.71779846478865511061e-02,
-     -6.98210122488052056106e-03, 3.34975017086070470649e-05},
-    {-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
-     2.95552570429315521194e-02, -1.39180257516060693404e-05},
-    {0., 0., -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05}};
-
-// Largest α for which T18 meets the unit roundoff of W (BBC 2019, Table 3).
-template <class W>
-constexpr double t18_theta() {
-  return std::is_same_v<W, float> ? 3.010066362817634 : 1.090863719290036;
-}
 
 template <class M>
 double norm_1inf(const M& a) {  // max(‖a‖₁, ‖a‖∞): invariant under transposition
@@ -90,13 +73,6 @@ inline double sinc(double x) {
   return sin(x) / x;
 }
 
-// Smallest s ≥ 0 with α/2^s ≤ θ (exact, no log2 rounding).
-inline int scaling_exponent(double alpha, double theta) {
-  if (!(alpha > theta)) return 0;
-  int e = 0;
-  const double m = std::frexp(alpha / theta, &e);  // α/θ = m·2^e, m ∈ [0.5, 1)
-  return m == 0.5 ? e - 1 : e;
-}
 
 // The scaled matrix X = A/2^s and its powers X², X³ for the degree-18 scheme; returns s, or −1 when A is
 // not finite, or −2 when A = 0.
@@ -115,11 +91,11 @@ int scale_for_t18(const M& a, M& x, M& x2, M& x3) {
     const double f2 = double(a.squaredNorm());
     if (!std::isfinite(f2)) return -1;
     if (f2 == 0.0) return -2;  // A = 0: exp(A) = I exactly
-    const int s0 = scaling_exponent(std::sqrt(f2 / 2), theta);
+    const int s0 = t18_scaling(std::sqrt(f2 / 2), theta);
     x = a * W(std::ldexp(1.0, -s0));
     mul(x2, x, x);
     const double beta = std::sqrt(double(x2.cwiseAbs().colwise().sum().maxCoeff())) * std::ldexp(1.0, s0);
-    const int s = std::min(s0, scaling_exponent(beta, theta));
+    const int s = std::min(s0, t18_scaling(beta, theta));
     if (s < s0) {
       const int up = s0 - s;
       x *= W(std::ldexp(1.0, up));
@@ -131,12 +107,12 @@ int scale_for_t18(const M& a, M& x, M& x2, M& x3) {
     const double n1 = norm_1inf(a);
     if (!std::isfinite(n1)) return -1;
     if (n1 == 0.0) return -2;
-    const int s0 = scaling_exponent(n1, theta);
+    const int s0 = t18_scaling(n1, theta);
     x = a * W(std::ldexp(1.0, -s0));
     mul(x2, x, x);
     mul(x3, x, x2);
     const double alpha = std::max(std::sqrt(norm_1inf(x2)), std::cbrt(norm_1inf(x3))) * std::ldexp(1.0, s0);
-    const int s = std::min(s0, scaling_exponent(alpha, theta));
+    const int s = std::min(s0, t18_scaling(alpha, theta));
     if (s < s0) {
       const int up = s0 - s;
       x *= W(std::ldexp(1.0, up));
@@ -160,9 +136,8 @@ bool is_skew(const M& a) {
 template <class M>
 void t18_combination(int i, const M& x, const M& x2, const M& x3, const M& x6, M& out, bool with_identity) {
   using W = typename M::Scalar;
-  const auto& b = kT18[i];
-  out = W(b[1]) * x + W(b[2]) * x2 + W(b[3]) * x3 + W(b[4]) * x6;
-  if (with_identity && b[0] != 0.0) out.diagonal().array() += W(b[0]);
+  out = W(t18_coef(i, 1)) * x + W(t18_coef(i, 2)) * x2 + W(t18_coef(i, 3)) * x3 + W(t18_coef(i, 4)) * x6;
+  if (with_identity && t18_coef(i, 0) != 0.0) out.diagonal().array() += W(t18_coef(i, 0));
 }
 
 // Working matrices of the degree-18 scheme. One set per thread and matrix type, reused across calls: a

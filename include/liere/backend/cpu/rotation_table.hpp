@@ -69,21 +69,6 @@ inline void check_table_shape(const RotationTableShape& s, const char* who) {
                    << s.head_dim << ", block " << s.block << ")");
 }
 
-// The compiled block sizes (pe/blocks.hpp's list).
-template <class F>
-void table_block_switch(int block, F&& f) {
-  switch (block) {
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    default: LIERE_ENSURE(false, "rotation tables: block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
-  }
-}
-
 // The precision of the forward's scaling and squaring. Float tables are computed in double for blocks of 4 and
 // more: float keeps them orthogonal (with the Newton–Schulz finish) but not accurate — its error grows as
 // u·‖A‖ through the squarings, and a float ViT step with LieRE-64 then moved 7.2e-5 (relative, MLP weight gradients)
@@ -174,7 +159,7 @@ void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const
 template <class S>
 void rotation_table_forward(const S* generators, const S* positions, S* table, RotationTableShape shape) {
   detail::check_table_shape(shape, "rotation_table_forward");
-  detail::table_block_switch(shape.block, [&](auto b) {
+  kernels::table_block_switch(shape.block, "rotation tables", [&](auto b) {
     detail::table_forward_impl<decltype(b)::value, S>(generators, positions, table, shape);
   });
 }
@@ -184,7 +169,7 @@ template <class S>
 void rotation_table_backward(const S* generators, const S* positions, const S* dtable, S* dgenerators,
                              RotationTableShape shape) {
   detail::check_table_shape(shape, "rotation_table_backward");
-  detail::table_block_switch(shape.block, [&](auto b) {
+  kernels::table_block_switch(shape.block, "rotation tables", [&](auto b) {
     detail::table_backward_impl<decltype(b)::value, S>(generators, positions, dtable, dgenerators, shape);
   });
 }

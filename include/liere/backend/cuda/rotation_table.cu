@@ -136,32 +136,19 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
   LIERE_CUDA_LAUNCHED("rotation_table_backward (reduce)");
 }
 
-template <class F>
-void block_switch(int block, F&& f) {
-  switch (block) {
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    default: LIERE_ENSURE(false, "rotation tables on cuda: block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
-  }
-}
-
 }  // namespace
 
 void rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
-  block_switch(shape.block, [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
+  kernels::table_block_switch(shape.block, "rotation tables on cuda",
+                              [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
 }
 
 void rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
                              RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
-  block_switch(shape.block,
-               [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });
+  kernels::table_block_switch(shape.block, "rotation tables on cuda",
+                              [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });
 }
 
 bool rotation_table_nonfinite(bool clear) {

@@ -25,31 +25,29 @@
 
 #include <cmath>
 #include <liere/core/config.hpp>
+#include <liere/lie/t18.hpp>
+#include <type_traits>
 
 namespace liere::kernels {
 
+// Calls f(std::integral_constant<int, b>) for the compiled block sizes (pe/blocks.hpp's list), on the host: the
+// CPU op and the CUDA launcher pick their instance with it; `who` begins the error for any other size.
+template <class F>
+void table_block_switch(int block, const char* who, F&& f) {
+  switch (block) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    default: LIERE_ENSURE(false, who << ": block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
+  }
+}
+
 inline constexpr int kExpWork = 10;      // matrices of working memory for expm_skew
 inline constexpr int kFrechetWork = 19;  // for expm_frechet_skew
-
-// Bader–Blanes–Casas degree-18 coefficients b[i][j] (lie/exp.hpp's kT18): B_i = Σ_j b[i][j]·(I, X, X², X³, X⁶)_j.
-LIERE_HOST_DEVICE inline double t18_coef(int i, int j) {
-  constexpr double k[5][5] = {
-      {0., -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.},
-      {0., 3.97849749499645077844e-01, 1.36783778460411720168e+00, 4.98289622525382669416e-01,
-       -6.37898194594723280150e-04},
-      {-1.09676396052962061844e+01, 1.68015813878906206114e+00, 5.71779846478865511061e-02,
-       -6.98210122488052056106e-03, 3.34975017086070470649e-05},
-      {-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
-       2.95552570429315521194e-02, -1.39180257516060693404e-05},
-      {0., 0., -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05}};
-  return k[i][j];
-}
-
-// Largest scaled norm for which T18 meets the unit roundoff of W (BBC 2019, Table 3).
-template <class W>
-LIERE_HOST_DEVICE constexpr double t18_theta() {
-  return sizeof(W) == 4 ? 3.010066362817634 : 1.090863719290036;
-}
 
 // The product of the device and of small blocks: i-k-j loops (the inner loop runs along rows: vectorises).
 struct NaiveMul {
@@ -67,14 +65,6 @@ struct NaiveMul {
     }
   }
 };
-
-// Smallest s ≥ 0 with α/2^s ≤ θ (exact, as lie/exp.hpp's scaling_exponent).
-LIERE_HOST_DEVICE inline int t18_scaling(double alpha, double theta) {
-  if (!(alpha > theta)) return 0;
-  int e = 0;
-  const double m = frexp(alpha / theta, &e);
-  return m == 0.5 ? e - 1 : e;
-}
 
 // a (N×N) = Σ_i p_i · hat(w + i·axis_stride): w holds the block's strict upper triangle, row-major.
 template <int N, class S, class W>
