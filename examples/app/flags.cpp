@@ -51,6 +51,33 @@ std::string text(const std::vector<std::string>& v) {
   return t;
 }
 
+// A flag's help text and `suffix` (its default), broken at spaces into lines of at most 110 columns, the later
+// ones indented under the first.
+std::string wrap(const std::string& text, const std::string& suffix = "") {
+  constexpr std::size_t kIndent = 24, kWidth = 110 - kIndent;
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > kWidth) {
+      out += line;
+      out += '\n';
+      out.append(kIndent, ' ');
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += w;
+  }
+  if (!suffix.empty() && !line.empty() && line.size() + suffix.size() > kWidth) {
+    out += line;
+    out += '\n';
+    out.append(kIndent, ' ');
+    line = suffix.substr(2);  // without the two spaces that separate it from the text
+  } else {
+    line += suffix;
+  }
+  return out + line;
+}
+
 // "an integer in [2, 1024]" / "a number in [0, 64]".
 void check_range(double v, const std::optional<Range>& r, const char* what) {
   auto end = [](double x) { return x == std::floor(x) && std::fabs(x) < 1e15 ? std::to_string((long long)x) : text(x); };
@@ -114,7 +141,7 @@ void Flags::add(const std::string& name, const std::string& metavar, const std::
 void Flags::add_switch(const std::string& name, bool* v, const std::string& help) {
   switches_[name] = v;
   getters_[name] = [v] { return std::string(*v ? "on" : "off"); };
-  help_ << "  --" << std::left << std::setw(19) << name << " " << help << "\n";
+  help_ << "  --" << std::left << std::setw(19) << name << " " << wrap(help) << "\n";
 }
 void Flags::add_pe(PEConfig* pe) {
   pe_ = pe;
@@ -123,7 +150,7 @@ void Flags::add_pe(PEConfig* pe) {
 void Flags::positional(const std::string& metavar, std::vector<std::string>* v, const std::string& help) {
   positional_ = v;
   positional_metavar_ = metavar;
-  help_ << "  " << std::left << std::setw(21) << metavar << " " << help << "\n";
+  help_ << "  " << std::left << std::setw(21) << metavar << " " << wrap(help) << "\n";
   getters_[" args"] = [v] { return text(*v); };  // a name no flag has
 }
 
@@ -253,7 +280,7 @@ void Flags::opt(const std::string& name, const std::string& metavar, const std::
                 std::function<void(const std::string&)> set, std::function<std::string()> get) {
   setters_[name] = std::move(set);
   getters_[name] = std::move(get);
-  help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << help << "  [" << def << "]\n";
+  help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << wrap(help, "  [" + def + "]") << "\n";
 }
 
 }  // namespace liere::app
