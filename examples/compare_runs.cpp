@@ -107,9 +107,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> files;
     liere::app::Flags f("compare_runs",
                         "Compares two classifiers evaluated on the same examples (predictions files with one\n"
-                        "'index label pred' line per example, as the trainers write them): both accuracies with bootstrap\n"
-                        "confidence intervals, the difference A - B with its paired-bootstrap interval, and the two-sided\n"
-                        "paired-bootstrap p-value for equal accuracy.");
+                        "'index label pred' line per example, as the trainers write them): both accuracies with\n"
+                        "bootstrap confidence intervals, the difference A - B with its paired-bootstrap interval, and\n"
+                        "the two-sided paired-bootstrap p-value for equal accuracy.");
     f.section("Options");
     f.positional("A.pred B.pred", &files, "the two predictions files");
     f.add("resamples", &cfg.resamples, "bootstrap resamples (the smallest p-value is 2/(N+1))");

@@ -375,14 +375,17 @@ TEST_CASE("flags: ranges, unsigned seeds, optional numbers, repeatable strings, 
   CHECK(p.given_frames);
   const Parsed d = parse({});
   CHECK((d.frames == 8 && !d.y_min && d.ys.empty() && d.files.empty() && !d.given_frames && !d.given_seed));
-  CHECK_THROWS_WITH(parse({"--frames", "1"}), Catch::Contains("--frames 1: ") && Catch::Contains("expected an integer in [2, 1024]"));
+  CHECK_THROWS_WITH(parse({"--frames", "1"}),
+                    Catch::Contains("--frames 1: ") && Catch::Contains("expected an integer in [2, 1024]"));
   CHECK_THROWS_WITH(parse({"--frames", "1025"}), Catch::Contains("expected an integer in [2, 1024]"));
   CHECK_THROWS_WITH(parse({"--noise", "64.5"}), Catch::Contains("expected a number in [0, 64]"));
   CHECK_THROWS_WITH(parse({"--seed", "-1"}), Catch::Contains("expected a non-negative integer, got '-1'"));
-  CHECK_THROWS_WITH(parse({"--seed", "18446744073709551616"}), Catch::Contains("expected an integer in [0, 18446744073709551615]"));
+  CHECK_THROWS_WITH(parse({"--seed", "18446744073709551616"}),
+                    Catch::Contains("expected an integer in [0, 18446744073709551615]"));
   CHECK_THROWS_WITH(parse({"--y-min", "inf"}), Catch::Contains("expected a finite number"));
   CHECK_THROWS_AS(parse({"--grid", "8y8"}), app::UsageError);
-  CHECK_THROWS_WITH(parse({"--grid", "8y8"}), Catch::Contains("--grid 8y8: ") && Catch::Contains("expected sizes joined by 'x'"));
+  CHECK_THROWS_WITH(parse({"--grid", "8y8"}),
+                    Catch::Contains("--grid 8y8: ") && Catch::Contains("expected sizes joined by 'x'"));
   CHECK_THROWS_WITH(parse({"a.jsonl"}, false), Catch::Contains("unexpected argument 'a.jsonl'"));
 }
 
@@ -400,7 +403,8 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
                                 std::string(79, 'w') + "  [3]\n"));
 }
 
-TEST_CASE("ModelOptions: --model sizes and overrides, or the program's sizes; every trainer's model flags", "[trainer]") {
+TEST_CASE("ModelOptions: --model sizes and overrides, or the program's own sizes; the trainers' model flags",
+          "[trainer]") {
   auto config = [](app::ModelOptions m, std::vector<std::string> args, std::string* help = nullptr) {
     app::Flags f("prog", "test");
     m.add_flags(f);
