@@ -1,6 +1,6 @@
 // examples/app/trainer.hpp — what train_cifar, train_arrows and train_ucf101 share: the flags every trainer takes
-// (ModelOptions, TrainOptions), the training loop, evaluation with a bootstrap CI, checkpoints, metrics, summaries and the speed benchmark.
-// The programs only say where the data come from.
+// (ModelOptions, TrainOptions), the training loop, evaluation with a bootstrap CI, checkpoints, metrics, summaries
+// and the speed benchmark. The programs only say where the data come from.
 //
 // Determinism: the data of step s of epoch e depend only on (seed, e, s) and dropout draws from a generator
 // seeded by (seed, global step), so training N epochs in one go, or in pieces with --save/--resume at
