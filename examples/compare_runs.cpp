@@ -9,16 +9,13 @@
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
 #include <app/bootstrap.hpp>
+#include <app/flags.hpp>
 #include <app/metrics.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <iostream>
 #include <string>
-#include <system_error>
 #include <vector>
 
 namespace {
@@ -30,76 +27,6 @@ struct Config {
   double level = 0.95;       // confidence level of the intervals
   std::string json;          // optional summary file
 };
-
-const char* kUsage =
-    "usage: compare_runs A.pred B.pred [--resamples N] [--seed S] [--level L] [--json OUT]\n"
-    "\n"
-    "Compares two classifiers evaluated on the same examples (predictions files with one\n"
-    "'index label pred' line per example, as the trainers write them): both accuracies with bootstrap\n"
-    "confidence intervals, the difference A - B with its paired-bootstrap interval, and the two-sided\n"
-    "paired-bootstrap p-value for equal accuracy.\n"
-    "\n"
-    "  --resamples N   bootstrap resamples (default: 10000; the smallest p-value is 2/(N+1))\n"
-    "  --seed S        random seed (default: 0); the same seed gives the same numbers\n"
-    "  --level L       confidence level of the intervals (default: 0.95)\n"
-    "  --json OUT      also write the results as a JSON object to OUT (atomically)\n"
-    "  --help          this text\n";
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "compare_runs: " << msg << "\n\n" << kUsage;
-  std::exit(2);
-}
-
-template <class T>
-T parse_number(const std::string& flag, const std::string& v) {
-  T x{};
-  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) usage_error(flag + " expects a number, got '" + v + "'");
-  return x;
-}
-
-Config parse_args(int argc, char** argv) {
-  Config cfg;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    }
-    if (arg.rfind("--", 0) != 0) {
-      files.push_back(arg);
-      continue;
-    }
-    // "--flag value" or "--flag=value".
-    std::string value;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else {
-      const bool known = arg == "--resamples" || arg == "--seed" || arg == "--level" || arg == "--json";
-      if (!known) usage_error("unknown flag '" + arg + "'");
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      value = argv[++i];
-    }
-    if (arg == "--resamples")
-      cfg.resamples = parse_number<int>(arg, value);
-    else if (arg == "--seed")
-      cfg.seed = parse_number<std::uint64_t>(arg, value);
-    else if (arg == "--level")
-      cfg.level = parse_number<double>(arg, value);
-    else if (arg == "--json")
-      cfg.json = value;
-    else
-      usage_error("unknown flag '" + arg + "'");
-  }
-  if (files.size() != 2) usage_error("give exactly two predictions files, got " + std::to_string(files.size()));
-  if (cfg.resamples < 1) usage_error("--resamples must be at least 1");
-  if (!(cfg.level > 0 && cfg.level < 1)) usage_error("--level must be in (0, 1)");
-  cfg.a = files[0];
-  cfg.b = files[1];
-  return cfg;
-}
 
 // The two files must describe the same test set: same number of examples, same label at every index.
 void check_same_examples(const Config& cfg, const liere::train::Predictions& a, const liere::train::Predictions& b) {
@@ -117,65 +44,86 @@ void check_same_examples(const Config& cfg, const liere::train::Predictions& a, 
                        "): not the same test set, or not in the same order");
 }
 
+// Both accuracies, the paired bootstrap and the discordant counts, printed and (--json) written.
+void compare(const Config& cfg) {
+  namespace train = liere::train;
+  const train::Predictions pa = train::read_predictions(cfg.a);
+  const train::Predictions pb = train::read_predictions(cfg.b);
+  check_same_examples(cfg, pa, pb);
+  const auto ca = pa.correct(), cb = pb.correct();
+
+  const train::BootstrapCI ci_a = train::bootstrap_ci(ca, cfg.resamples, cfg.level, cfg.seed);
+  const train::BootstrapCI ci_b = train::bootstrap_ci(cb, cfg.resamples, cfg.level, cfg.seed);
+  const train::PairedBootstrap pair = train::paired_bootstrap(ca, cb, cfg.resamples, cfg.level, cfg.seed);
+  std::size_t only_a = 0, only_b = 0;
+  for (std::size_t i = 0; i < ca.size(); ++i) {
+    only_a += ca[i] && !cb[i];
+    only_b += !ca[i] && cb[i];
+  }
+
+  const int pct = int(cfg.level * 100 + 0.5);
+  const int w = int(std::max(cfg.a.size(), cfg.b.size()));
+  std::printf("%zu examples, %d bootstrap resamples, seed %llu\n", ca.size(), cfg.resamples,
+              (unsigned long long)cfg.seed);
+  std::printf("A  %-*s  accuracy %.4f  %d%% CI [%.4f, %.4f]\n", w, cfg.a.c_str(), ci_a.mean, pct, ci_a.lo, ci_a.hi);
+  std::printf("B  %-*s  accuracy %.4f  %d%% CI [%.4f, %.4f]\n", w, cfg.b.c_str(), ci_b.mean, pct, ci_b.lo, ci_b.hi);
+  std::printf("A - B  %+.4f  %d%% CI [%+.4f, %+.4f]  (paired bootstrap)\n", pair.diff, pct, pair.diff_lo,
+              pair.diff_hi);
+  // No resample on the other side of 0: the p-value is the floor 2/(N+1), a bound, not an estimate.
+  std::printf("p %s%s  (two-sided paired bootstrap, H0: equal accuracy%s)\n", pair.p_bound ? "" : "= ",
+              train::p_value_text(pair).c_str(),
+              pair.p_bound ? "; no resample crossed 0: 2/(N+1) is the smallest value N resamples can give" : "");
+  std::printf("discordant examples: %zu only A right, %zu only B right\n", only_a, only_b);
+
+  if (!cfg.json.empty()) {
+    train::write_json_atomic(cfg.json, {{"a", cfg.a},
+                                        {"b", cfg.b},
+                                        {"examples", ca.size()},
+                                        {"resamples", cfg.resamples},
+                                        {"seed", cfg.seed},
+                                        {"level", cfg.level},
+                                        {"acc_a", pair.acc_a},
+                                        {"acc_a_lo", ci_a.lo},
+                                        {"acc_a_hi", ci_a.hi},
+                                        {"acc_b", pair.acc_b},
+                                        {"acc_b_lo", ci_b.lo},
+                                        {"acc_b_hi", ci_b.hi},
+                                        {"diff", pair.diff},
+                                        {"diff_lo", pair.diff_lo},
+                                        {"diff_hi", pair.diff_hi},
+                                        {"p_value", pair.p_value},
+                                        {"p_bound", pair.p_bound},
+                                        {"only_a_right", only_a},
+                                        {"only_b_right", only_b}});
+    std::printf("wrote %s\n", cfg.json.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Config cfg = parse_args(argc, argv);
-  namespace train = liere::train;
-  try {
-    const train::Predictions pa = train::read_predictions(cfg.a);
-    const train::Predictions pb = train::read_predictions(cfg.b);
-    check_same_examples(cfg, pa, pb);
-    const auto ca = pa.correct(), cb = pb.correct();
-
-    const train::BootstrapCI ci_a = train::bootstrap_ci(ca, cfg.resamples, cfg.level, cfg.seed);
-    const train::BootstrapCI ci_b = train::bootstrap_ci(cb, cfg.resamples, cfg.level, cfg.seed);
-    const train::PairedBootstrap pair = train::paired_bootstrap(ca, cb, cfg.resamples, cfg.level, cfg.seed);
-    std::size_t only_a = 0, only_b = 0;
-    for (std::size_t i = 0; i < ca.size(); ++i) {
-      only_a += ca[i] && !cb[i];
-      only_b += !ca[i] && cb[i];
-    }
-
-    const int pct = int(cfg.level * 100 + 0.5);
-    const int w = int(std::max(cfg.a.size(), cfg.b.size()));
-    std::printf("%zu examples, %d bootstrap resamples, seed %llu\n", ca.size(), cfg.resamples,
-                (unsigned long long)cfg.seed);
-    std::printf("A  %-*s  accuracy %.4f  %d%% CI [%.4f, %.4f]\n", w, cfg.a.c_str(), ci_a.mean, pct, ci_a.lo, ci_a.hi);
-    std::printf("B  %-*s  accuracy %.4f  %d%% CI [%.4f, %.4f]\n", w, cfg.b.c_str(), ci_b.mean, pct, ci_b.lo, ci_b.hi);
-    std::printf("A - B  %+.4f  %d%% CI [%+.4f, %+.4f]  (paired bootstrap)\n", pair.diff, pct, pair.diff_lo,
-                pair.diff_hi);
-    // No resample on the other side of 0: the p-value is the floor 2/(N+1), a bound, not an estimate.
-    std::printf("p %s%s  (two-sided paired bootstrap, H0: equal accuracy%s)\n", pair.p_bound ? "" : "= ",
-                train::p_value_text(pair).c_str(),
-                pair.p_bound ? "; no resample crossed 0: 2/(N+1) is the smallest value N resamples can give" : "");
-    std::printf("discordant examples: %zu only A right, %zu only B right\n", only_a, only_b);
-
-    if (!cfg.json.empty()) {
-      train::write_json_atomic(cfg.json, {{"a", cfg.a},
-                                          {"b", cfg.b},
-                                          {"examples", ca.size()},
-                                          {"resamples", cfg.resamples},
-                                          {"seed", cfg.seed},
-                                          {"level", cfg.level},
-                                          {"acc_a", pair.acc_a},
-                                          {"acc_a_lo", ci_a.lo},
-                                          {"acc_a_hi", ci_a.hi},
-                                          {"acc_b", pair.acc_b},
-                                          {"acc_b_lo", ci_b.lo},
-                                          {"acc_b_hi", ci_b.hi},
-                                          {"diff", pair.diff},
-                                          {"diff_lo", pair.diff_lo},
-                                          {"diff_hi", pair.diff_hi},
-                                          {"p_value", pair.p_value},
-                                          {"p_bound", pair.p_bound},
-                                          {"only_a_right", only_a},
-                                          {"only_b_right", only_b}});
-      std::printf("wrote %s\n", cfg.json.c_str());
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "compare_runs: error: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return liere::app::run_main("compare_runs", [&] {
+    Config cfg;
+    std::vector<std::string> files;
+    liere::app::Flags f("compare_runs",
+                        "Compares two classifiers evaluated on the same examples (predictions files with one\n"
+                        "'index label pred' line per example, as the trainers write them): both accuracies with\n"
+                        "bootstrap confidence intervals, the difference A - B with its paired-bootstrap interval, and\n"
+                        "the two-sided paired-bootstrap p-value for equal accuracy.");
+    f.section("Options");
+    f.positional("A.pred B.pred", &files, "the two predictions files");
+    f.add("resamples", &cfg.resamples, "bootstrap resamples (the smallest p-value is 2/(N+1))");
+    f.add("seed", &cfg.seed, "random seed; the same seed gives the same numbers");
+    f.add("level", &cfg.level, "confidence level of the intervals");
+    f.add("json", &cfg.json, "also write the results as a JSON object to OUT (atomically)", "OUT");
+    if (!f.parse(argc, argv)) return 0;
+    if (files.size() != 2)
+      throw liere::app::UsageError("give exactly two predictions files, got " + std::to_string(files.size()));
+    if (cfg.resamples < 1) throw liere::app::UsageError("--resamples must be at least 1");
+    if (!(cfg.level > 0 && cfg.level < 1)) throw liere::app::UsageError("--level must be in (0, 1)");
+    cfg.a = files[0];
+    cfg.b = files[1];
+    compare(cfg);
+    return 0;
+  });
 }

@@ -8,6 +8,7 @@
 // passing_task.txt (the configuration). Sample i is make_passing_clip(config, i): samples 0 … N_train−1 are the
 // training list, the next N_test the test list, so a trainer that generates the task in memory with the same
 // --seed sees exactly these clips.
+#include <app/flags.hpp>
 #include <data_tools/moving_objects.hpp>
 
 #include <stb_image_write.h>
@@ -15,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -31,51 +31,6 @@ struct Config {
   liere::data::VideoWriteOptions video;
   std::string sheet;                   // optional PNG: the frames of the first samples, one row each
 };
-
-void usage(std::ostream& os) {
-  os << "usage: make_video_task --out DIR [--train N] [--test N] [--frames T] [--size S] [--classes 2|4|8]\n"
-        "                       [--distractors D] [--noise A] [--seed S] [--codec mjpeg|mpeg4] [--fps F]\n"
-        "                       [--quality Q] [--sheet FILE.png]\n"
-        "\n"
-        "Writes the synthetic passing task as video clips in the UCF101 layout: DIR/UCF-101/<Class>/*.avi,\n"
-        "DIR/ucfTrainTestlist/{classInd,trainlist01,testlist01}.txt (CRLF, as the official lists) and\n"
-        "DIR/passing_task.txt. Coloured squares (the movers) pass a white square (the anchor); the label says,\n"
-        "for each mover, whether the anchor lies left or right of its direction of travel. No single frame\n"
-        "tells the label; see data_tools/moving_objects.hpp.\n"
-        "\n"
-        "  --out DIR          output folder, created if needed\n"
-        "  --train N          training clips, samples 0..N-1 (default 2000)\n"
-        "  --test N           test clips, the next N samples (default 500)\n"
-        "  --frames T         frames per clip, 2..1024 (default 8)\n"
-        "  --size S           frame side in pixels, 16..1024 (default 32)\n"
-        "  --classes C        2, 4 or 8: 1, 2 or 3 movers (default 4)\n"
-        "  --distractors D    extra squares that do not change the label, 0..16 (default 2)\n"
-        "  --noise A          uniform background noise in [0, A] grey levels, 0..64 (default 0)\n"
-        "  --seed S           data-set seed (default 0)\n"
-        "  --codec C          mjpeg (4:4:4, default) or mpeg4 (4:2:0, needs an even size), in .avi\n"
-        "  --fps F            frame rate written in the files (default 25)\n"
-        "  --quality Q        fixed quantiser 1..31, lower is better (default 2)\n"
-        "  --sheet FILE.png   also write the frames of the first 4 samples as a PNG, one row per sample\n"
-        "  --help             this text\n";
-}
-
-// A whole decimal number in [lo, hi], or false.
-bool parse_int(const std::string& s, long long lo, long long hi, long long& v) {
-  if (s.empty() || s.size() > 18 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  v = std::stoll(s);
-  return v >= lo && v <= hi;
-}
-
-bool parse_double(const std::string& s, double lo, double hi, double& v) {
-  try {
-    std::size_t used = 0;
-    v = std::stod(s, &used);
-    return used == s.size() && v >= lo && v <= hi;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
 
 // The frames of samples 0 … rows−1 side by side, each pixel drawn as a zoom×zoom block, grey gaps of 2·zoom.
 void write_sheet(const std::string& path, const liere::data::PassingTaskConfig& task, int rows) {
@@ -96,70 +51,47 @@ void write_sheet(const std::string& path, const liere::data::PassingTaskConfig& 
           }
   }
   LIERE_ENSURE(stbi_write_png(path.c_str(), width, height, 3, img.data(), width * 3) != 0,
-               "make_video_task: cannot write the sheet '" << path << "'");
+               "cannot write the sheet '" << path << "'");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace liere::data;
-  Config cfg;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    std::string v;
-    auto value = [&] {
-      if (i + 1 >= argc) return false;
-      v = argv[++i];
-      return true;
-    };
-    long long n = 0;
-    double d = 0;
-    if (a == "--help" || a == "-h") {
-      usage(std::cout);
-      return 0;
-    } else if (a == "--out" && value()) {
-      cfg.out = v;
-    } else if (a == "--train" && value() && parse_int(v, 1, 10000000, n)) {
-      cfg.train = int(n);
-    } else if (a == "--test" && value() && parse_int(v, 1, 10000000, n)) {
-      cfg.test = int(n);
-    } else if (a == "--frames" && value() && parse_int(v, 2, 1024, n)) {
-      cfg.task.frames = int(n);
-    } else if (a == "--size" && value() && parse_int(v, 16, 1024, n)) {
-      cfg.task.size = int(n);
-    } else if (a == "--classes" && value() && parse_int(v, 2, 8, n) && (n == 2 || n == 4 || n == 8)) {
-      cfg.task.num_classes = int(n);
-    } else if (a == "--distractors" && value() && parse_int(v, 0, 16, n)) {
-      cfg.task.distractors = int(n);
-    } else if (a == "--noise" && value() && parse_double(v, 0, 64, d)) {
-      cfg.task.noise = d;
-    } else if (a == "--seed" && value() && parse_int(v, 0, 999999999999999999LL, n)) {
-      cfg.task.seed = std::uint64_t(n);
-    } else if (a == "--codec" && value() && (v == "mjpeg" || v == "mpeg4")) {
-      cfg.video.codec = v == "mjpeg" ? VideoCodec::Mjpeg : VideoCodec::Mpeg4;
-    } else if (a == "--fps" && value() && parse_double(v, 0.001, 1000, d)) {
-      cfg.video.fps = d;
-    } else if (a == "--quality" && value() && parse_int(v, 1, 31, n)) {
-      cfg.video.quality = int(n);
-    } else if (a == "--sheet" && value()) {
-      cfg.sheet = v;
-    } else {
-      std::cerr << "make_video_task: bad or unknown argument '" << a << (v.empty() ? "" : " " + v) << "'\n";
-      usage(std::cerr);
-      return 2;
-    }
-  }
-  if (cfg.out.empty()) {
-    std::cerr << "make_video_task: --out is required\n";
-    usage(std::cerr);
-    return 2;
-  }
-  if (cfg.video.codec == VideoCodec::Mpeg4 && cfg.task.size % 2 != 0) {
-    std::cerr << "make_video_task: --codec mpeg4 needs an even --size, got " << cfg.task.size << "\n";
-    return 2;
-  }
+  using liere::app::Range;
+  return liere::app::run_main("make_video_task", [&] {
+    Config cfg;
+    std::string codec = "mjpeg";
+    liere::app::Flags f(
+        "make_video_task",
+        "Writes the synthetic passing task as video clips in the UCF101 layout: DIR/UCF-101/<Class>/*.avi,\n"
+        "DIR/ucfTrainTestlist/{classInd,trainlist01,testlist01}.txt (CRLF, as the official lists) and\n"
+        "DIR/passing_task.txt. Coloured squares (the movers) pass a white square (the anchor); the label says,\n"
+        "for each mover, whether the anchor lies left or right of its direction of travel. No single frame\n"
+        "tells the label; see data_tools/moving_objects.hpp.");
+    f.section("Options");
+    f.add("out", &cfg.out, "output folder, created if needed (required)", "DIR");
+    f.add("train", &cfg.train, "training clips, samples 0..N-1", Range{1, 10000000});
+    f.add("test", &cfg.test, "test clips, the next N samples", Range{1, 10000000});
+    f.add("frames", &cfg.task.frames, "frames per clip", Range{2, 1024});
+    f.add("size", &cfg.task.size, "frame side in pixels", Range{16, 1024});
+    f.add("classes", &cfg.task.num_classes, "2, 4 or 8: 1, 2 or 3 movers", Range{2, 8});
+    f.add("distractors", &cfg.task.distractors, "extra squares that do not change the label", Range{0, 16});
+    f.add("noise", &cfg.task.noise, "uniform background noise in [0, A] grey levels", Range{0, 64});
+    f.add("seed", &cfg.task.seed, "data-set seed");
+    f.add("codec", &codec, "mjpeg (4:4:4) or mpeg4 (4:2:0, needs an even size), in .avi", "C");
+    f.add("fps", &cfg.video.fps, "frame rate written in the files", Range{0.001, 1000});
+    f.add("quality", &cfg.video.quality, "fixed quantiser, lower is better", Range{1, 31});
+    f.add("sheet", &cfg.sheet, "also write the frames of the first 4 samples as a PNG, one row per sample", "FILE.png");
+    if (!f.parse(argc, argv)) return 0;
+    if (cfg.out.empty()) throw liere::app::UsageError("--out is required");
+    const int c = cfg.task.num_classes;
+    if (c != 2 && c != 4 && c != 8) throw liere::app::UsageError("--classes " + std::to_string(c) + ": allowed: 2, 4, 8");
+    if (codec != "mjpeg" && codec != "mpeg4") throw liere::app::UsageError("--codec " + codec + ": allowed: mjpeg, mpeg4");
+    cfg.video.codec = codec == "mjpeg" ? VideoCodec::Mjpeg : VideoCodec::Mpeg4;
+    if (cfg.video.codec == VideoCodec::Mpeg4 && cfg.task.size % 2 != 0)
+      throw liere::app::UsageError("--codec mpeg4 needs an even --size, got " + std::to_string(cfg.task.size));
 
-  try {
     const auto start = std::chrono::steady_clock::now();
     const int written = write_passing_ucf101(cfg.task, cfg.out, cfg.train, cfg.test, cfg.video);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -168,9 +100,6 @@ int main(int argc, char** argv) {
               << " test; " << cfg.task.num_classes << " classes, " << cfg.task.frames << " frames of " << cfg.task.size
               << "x" << cfg.task.size << ", " << codec_name(cfg.video.codec) << ") to " << cfg.out << " in " << seconds
               << " s\n";
-  } catch (const std::exception& e) {
-    std::cerr << "make_video_task: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

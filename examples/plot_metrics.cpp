@@ -12,6 +12,7 @@
 // strings, in order of first appearance) are the groups, every file one bar in each group, with error bars
 // from --lo/--hi keys (e.g. a 95% CI); examples/ablate.py draws its tables this way:
 //   plot_metrics --bars --out sharing.png --x sharing --y acc --lo acc_lo --hi acc_hi liere8.jsonl rope.jsonl
+#include <app/flags.hpp>
 #include <data_tools/jsonl.hpp>
 #include <data_tools/plot.hpp>
 
@@ -43,124 +44,42 @@ struct Config {
   int height = 0;  // 0: from the number of panels
 };
 
-const char* kUsage =
-    "usage: plot_metrics --out FILE.png --y KEY [--y KEY ...] [options] METRICS.jsonl [METRICS.jsonl ...]\n"
-    "\n"
-    "Plots metrics from JSON-lines files (one flat JSON object per line) against --x, one series per file\n"
-    "and one panel per --y key, stacked vertically.\n"
-    "\n"
-    "  --out FILE      the PNG to write (required)\n"
-    "  --y KEY         a key to plot; repeat for more panels (at least one)\n"
-    "  --x KEY         the key along the x axis (default: epoch)\n"
-    "  --title TEXT    the figure title\n"
-    "  --label NAME    the series name of the next file, in order; give none or one per file\n"
-    "                  (default: the file name without its extension)\n"
-    "  --log-y         logarithmic y axes (for losses)\n"
-    "  --markers       a dot at every point\n"
-    "  --bars          a bar chart instead: the distinct --x values (numbers or strings) are the groups,\n"
-    "                  every file one bar in each group; exactly one --y\n"
-    "  --lo KEY --hi KEY  with --bars: error bars from these keys (e.g. the ends of a 95% CI)\n"
-    "  --y-min V --y-max V  fixed y range (default: from the data; bars start at 0)\n"
-    "  --width PX      image width (default: 900)\n"
-    "  --height PX     image height (default: 300 per panel, plus room for the title)\n"
-    "  --help          this text\n";
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "plot_metrics: " << msg << "\n\n" << kUsage;
-  std::exit(2);
-}
-
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const int n = std::stoi(v, &used);
-    if (used == v.size()) return n;
-  } catch (const std::exception&) {
-  }
-  usage_error(flag + " expects an integer, got '" + v + "'");
-}
-
-double parse_double(const std::string& flag, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const double x = std::stod(v, &used);
-    if (used == v.size() && std::isfinite(x)) return x;
-  } catch (const std::exception&) {
-  }
-  usage_error(flag + " expects a number, got '" + v + "'");
-}
-
-Config parse_args(int argc, char** argv) {
+// The flags, checked: a bad combination is a UsageError (exit code 2).
+Config parse_args(int argc, char** argv, bool& help) {
+  using liere::app::UsageError;
   Config cfg;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    }
-    if (arg.rfind("--", 0) != 0) {
-      cfg.files.push_back(arg);
-      continue;
-    }
-    if (arg == "--log-y") {
-      cfg.log_y = true;
-      continue;
-    }
-    if (arg == "--markers") {
-      cfg.markers = true;
-      continue;
-    }
-    if (arg == "--bars") {
-      cfg.bars = true;
-      continue;
-    }
-    // Flags with a value: "--flag value" or "--flag=value".
-    std::string value;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else {
-      const bool known = arg == "--out" || arg == "--x" || arg == "--y" || arg == "--title" || arg == "--label" ||
-                         arg == "--width" || arg == "--height" || arg == "--lo" || arg == "--hi" || arg == "--y-min" ||
-                         arg == "--y-max";
-      if (!known) usage_error("unknown flag '" + arg + "'");
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      value = argv[++i];
-    }
-    if (arg == "--out")
-      cfg.out = value;
-    else if (arg == "--x")
-      cfg.x = value;
-    else if (arg == "--y")
-      cfg.y.push_back(value);
-    else if (arg == "--title")
-      cfg.title = value;
-    else if (arg == "--label")
-      cfg.labels.push_back(value);
-    else if (arg == "--width")
-      cfg.width = parse_int(arg, value);
-    else if (arg == "--height")
-      cfg.height = parse_int(arg, value);
-    else if (arg == "--lo")
-      cfg.lo = value;
-    else if (arg == "--hi")
-      cfg.hi = value;
-    else if (arg == "--y-min")
-      cfg.y_min = parse_double(arg, value);
-    else if (arg == "--y-max")
-      cfg.y_max = parse_double(arg, value);
-    else
-      usage_error("unknown flag '" + arg + "'");
-  }
-  if (cfg.out.empty()) usage_error("--out is required");
-  if (cfg.y.empty()) usage_error("give at least one --y key");
-  if (cfg.files.empty()) usage_error("give at least one metrics file");
-  if (cfg.bars && cfg.y.size() != 1) usage_error("--bars takes exactly one --y key");
-  if (cfg.lo.empty() != cfg.hi.empty()) usage_error("give both --lo and --hi, or neither");
-  if (!cfg.bars && !cfg.lo.empty()) usage_error("--lo and --hi are for --bars");
+  liere::app::Flags f("plot_metrics",
+                      "Plots metrics from JSON-lines files (one flat JSON object per line) against --x, one series per\n"
+                      "file and one panel per --y key, stacked vertically. With --bars a bar chart instead.");
+  f.section("Options");
+  f.positional("METRICS.jsonl...", &cfg.files, "the metrics files, one series each (at least one)");
+  f.add("out", &cfg.out, "the PNG to write (required)", "FILE");
+  f.add("y", &cfg.y, "a key to plot; repeat for more panels (at least one)", "KEY");
+  f.add("x", &cfg.x, "the key along the x axis", "KEY");
+  f.add("title", &cfg.title, "the figure title", "TEXT");
+  f.add("label", &cfg.labels, "the series name of the next file, in order; give none or one per file (default: the "
+                              "file name without its extension)", "NAME");
+  f.add_switch("log-y", &cfg.log_y, "logarithmic y axes (for losses)");
+  f.add_switch("markers", &cfg.markers, "a dot at every point");
+  f.add_switch("bars", &cfg.bars, "a bar chart instead: the distinct --x values (numbers or strings) are the groups, "
+                                  "every file one bar in each group; exactly one --y");
+  f.add("lo", &cfg.lo, "with --bars: error bars from this key and --hi's (e.g. the ends of a 95% CI)", "KEY");
+  f.add("hi", &cfg.hi, "with --bars: the upper ends of the error bars", "KEY");
+  f.add("y-min", &cfg.y_min, "fixed y range (default: from the data; bars start at 0)");
+  f.add("y-max", &cfg.y_max, "fixed y range (default: from the data)");
+  f.add("width", &cfg.width, "image width, pixels");
+  f.add("height", &cfg.height, "image height, pixels (0: 300 per panel, plus room for the title)");
+  help = !f.parse(argc, argv);
+  if (help) return cfg;
+  if (cfg.out.empty()) throw UsageError("--out is required");
+  if (cfg.y.empty()) throw UsageError("give at least one --y key");
+  if (cfg.files.empty()) throw UsageError("give at least one metrics file");
+  if (cfg.bars && cfg.y.size() != 1) throw UsageError("--bars takes exactly one --y key");
+  if (cfg.lo.empty() != cfg.hi.empty()) throw UsageError("give both --lo and --hi, or neither");
+  if (!cfg.bars && !cfg.lo.empty()) throw UsageError("--lo and --hi are for --bars");
   if (!cfg.labels.empty() && cfg.labels.size() != cfg.files.size())
-    usage_error("--label given " + std::to_string(cfg.labels.size()) + " times for " +
-                std::to_string(cfg.files.size()) + " files (give none or one per file)");
+    throw UsageError("--label given " + std::to_string(cfg.labels.size()) + " times for " +
+                     std::to_string(cfg.files.size()) + " files (give none or one per file)");
   return cfg;
 }
 
@@ -243,64 +162,63 @@ void bar_chart(const Config& cfg) {
   plot::bar_chart(cfg.out, bc);
 }
 
+// Line charts: one panel per --y key, one series per file.
+void line_chart(const Config& cfg) {
+  namespace plot = liere::plot;
+  plot::LineChart chart;
+  chart.title = cfg.title;
+  chart.width = cfg.width;
+  chart.height = cfg.height > 0 ? cfg.height : int(60 + (cfg.title.empty() ? 0 : 30) + 300 * cfg.y.size());
+  chart.markers = cfg.markers;
+  for (std::size_t k = 0; k < cfg.y.size(); ++k) {
+    plot::Panel panel;
+    panel.y_label = cfg.y[k];
+    panel.x_label = k + 1 == cfg.y.size() ? cfg.x : "";  // only under the bottom panel
+    panel.log_y = cfg.log_y;
+    panel.legend = k == 0;  // the series are the same in every panel
+    panel.y_min = cfg.y_min;
+    panel.y_max = cfg.y_max;
+    chart.panels.push_back(panel);
+  }
+
+  for (std::size_t f = 0; f < cfg.files.size(); ++f) {
+    const std::string& file = cfg.files[f];
+    std::vector<int> lines;
+    const auto rows = liere::data::read_jsonl(file, &lines);
+    const std::string label = series_label(cfg, f);
+    for (std::size_t k = 0; k < cfg.y.size(); ++k) {
+      plot::Series s;
+      s.label = label;
+      s.color = plot::palette(f);  // the same colour for a file in every panel
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        if (!rows[r].contains(cfg.x) || !rows[r].contains(cfg.y[k])) continue;
+        s.x.push_back(number_at(rows[r], cfg.x, file, lines[r]));
+        s.y.push_back(number_at(rows[r], cfg.y[k], file, lines[r]));
+      }
+      if (s.x.empty()) {
+        std::cerr << "plot_metrics: warning: " << file << " has no rows with both '" << cfg.x << "' and '" << cfg.y[k]
+                  << "'\n";
+        continue;
+      }
+      chart.panels[k].series.push_back(std::move(s));
+    }
+  }
+  for (std::size_t k = 0; k < cfg.y.size(); ++k)
+    if (chart.panels[k].series.empty())
+      throw liere::Error("no file has rows with both '" + cfg.x + "' and '" + cfg.y[k] + "'");
+  plot::line_chart(cfg.out, chart);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Config cfg = parse_args(argc, argv);
-  namespace plot = liere::plot;
-  try {
-    if (cfg.bars) {
-      bar_chart(cfg);
-      std::cout << "wrote " << cfg.out << "\n";
-      return 0;
-    }
-    plot::LineChart chart;
-    chart.title = cfg.title;
-    chart.width = cfg.width;
-    chart.height = cfg.height > 0 ? cfg.height : int(60 + (cfg.title.empty() ? 0 : 30) + 300 * cfg.y.size());
-    chart.markers = cfg.markers;
-    for (std::size_t k = 0; k < cfg.y.size(); ++k) {
-      plot::Panel panel;
-      panel.y_label = cfg.y[k];
-      panel.x_label = k + 1 == cfg.y.size() ? cfg.x : "";  // only under the bottom panel
-      panel.log_y = cfg.log_y;
-      panel.legend = k == 0;  // the series are the same in every panel
-      panel.y_min = cfg.y_min;
-      panel.y_max = cfg.y_max;
-      chart.panels.push_back(panel);
-    }
-
-    for (std::size_t f = 0; f < cfg.files.size(); ++f) {
-      const std::string& file = cfg.files[f];
-      std::vector<int> lines;
-      const auto rows = liere::data::read_jsonl(file, &lines);
-      const std::string label = series_label(cfg, f);
-      for (std::size_t k = 0; k < cfg.y.size(); ++k) {
-        plot::Series s;
-        s.label = label;
-        s.color = plot::palette(f);  // the same colour for a file in every panel
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-          if (!rows[r].contains(cfg.x) || !rows[r].contains(cfg.y[k])) continue;
-          s.x.push_back(number_at(rows[r], cfg.x, file, lines[r]));
-          s.y.push_back(number_at(rows[r], cfg.y[k], file, lines[r]));
-        }
-        if (s.x.empty()) {
-          std::cerr << "plot_metrics: warning: " << file << " has no rows with both '" << cfg.x << "' and '" << cfg.y[k]
-                    << "'\n";
-          continue;
-        }
-        chart.panels[k].series.push_back(std::move(s));
-      }
-    }
-    for (std::size_t k = 0; k < cfg.y.size(); ++k)
-      if (chart.panels[k].series.empty())
-        throw liere::Error("no file has rows with both '" + cfg.x + "' and '" + cfg.y[k] + "'");
-
-    plot::line_chart(cfg.out, chart);
+  return liere::app::run_main("plot_metrics", [&] {
+    bool help = false;
+    const Config cfg = parse_args(argc, argv, help);
+    if (help) return 0;
+    if (cfg.bars) bar_chart(cfg);
+    else line_chart(cfg);
     std::cout << "wrote " << cfg.out << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "plot_metrics: error: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -193,189 +193,207 @@ ArrowRun train_one(const nn::VitConfig& cfg_in, const app::TrainOptions& opt, co
   return run;
 }
 
+// Everything the command line sets.
+struct Setup {
+  app::ModelOptions model;
+  app::TrainOptions opt;
+  ArrowOptions ao;
+  app::CompareOptions compare;
+  std::vector<int> res = {108};
+  std::string attn_maps;
+  nn::VitConfig cfg;  // model.config(), for the data's channels and classes
+};
+
+// The flags with the task's defaults, parsed and checked; false after --help.
+bool parse_flags(int argc, char** argv, Setup& s) {
+  app::TrainOptions& opt = s.opt;
+  opt.epochs = 6;
+  opt.batch = 64;
+  opt.lr = 1e-3;
+  opt.wd = 0.05;
+  opt.warmup = 1;
+  opt.eval_batch = 200;
+  ArrowOptions& ao = s.ao;
+  ao.train_samples = 6400;
+  std::int64_t test_seed = 1;
+  app::ModelOptions& m = s.model;
+  m.model.clear();  // no --model: --dim … are the sizes, these the defaults
+  m.patch_flag = false;
+  m.cfg.patch = 12;
+  m.cfg.dim = 128;
+  m.cfg.depth = 4;
+  m.cfg.heads = 2;
+  m.cfg.mlp_hidden = 256;
+  const std::string default_compare = "abs,liere8";
+
+  app::Flags f("train_arrows",
+               "Trains a ViT (patch 12) on the synthetic arrow task of the LieRE paper (§5.2) with freshly generated\n"
+               "samples and evaluates it on a fixed held-out set with a bootstrap 95% CI. Without --pe or --compare\n"
+               "it runs the README's main job: --compare " + default_compare + ".");
+  f.section("Task");
+  f.add("res", &s.res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
+  f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
+  f.add_switch("standardize", &ao.standardize,
+               "inputs standardised to mean 0 and std 1 over the task's images (else ink in [0, 1], background 0)");
+  f.add("shift", &ao.shift, "augmentation: translate each training image by up to this many pixels on each axis");
+  f.add("train-res", &ao.train_res,
+        "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
+        "108,120,168 (none: --res; the held-out set stays at --res; with --positions interpolate a cell is "
+        "about the same distance in position units at every size)");
+  f.add("test-n", &ao.test_n, "held-out samples");
+  f.add_switch("shuffle-eval", &ao.shuffle_eval,
+               "also evaluate on the held-out set with its patches shuffled (paper Table 5); with --predictions P "
+               "also P.test_shuffled.pred");
+  f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
+  f.add("model-res", &ao.model_res,
+        "the image size the model is built for (its position grid and absolute table): with --init-from, the "
+        "checkpoint's, to fine-tune it at another --res [0: --res]");
+  m.add_flags(f);
+  s.compare.add_flags(f, "Comparison (paper Table 3)", "abs,visionllama,rope-mixed,liere8,liere64",
+                      "the comparison table as JSON");
+  f.add("attn-maps", &s.attn_maps, "the CLS token's attention per layer and head for test sample 0, as PNG (paper Fig. 10)", "PATH");
+  opt.add_flags(f);
+  if (!f.parse(argc, argv)) return false;
+  opt.root_writes_files();  // rank 0 writes the files
+  s.compare.root_writes_files();
+  if (!app::Comm::world().root()) s.attn_maps.clear();
+
+  opt.validate();
+  ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
+  const int patch = m.cfg.patch;
+  LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
+               "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
+  for (int r : s.res) LIERE_ENSURE(r >= 27 && r % patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
+  LIERE_ENSURE(ao.shift >= 0 && ao.shift <= patch, "--shift " << ao.shift << ": allowed 0 to " << patch << " pixels");
+  for (int r : ao.train_res)
+    LIERE_ENSURE(r >= 27 && r % patch == 0, "--train-res " << r << ": must be a multiple of the patch size 12");
+  LIERE_ENSURE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % patch == 0),
+               "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
+  s.cfg = m.config();
+  s.cfg.channels = 1;
+  s.cfg.classes = data::kArrowClasses;
+  LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
+  s.compare.default_to(f, default_compare);
+  return true;
+}
+
+// --summary-json of a single run.
+void write_summary(const Setup& s, const ArrowRun& r) {
+  const app::TrainOptions& opt = s.opt;
+  train::Metrics m{{"test_acc", r.result.acc},
+                   {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                   {"test_loss", r.result.loss},
+                   {"test_n", s.ao.test_n},
+                   {"pe", s.cfg.pe.label()},
+                   {"pe_config", s.cfg.pe.describe()},
+                   {"res", s.res[0]},
+                   {"model_res", s.ao.model_res > 0 ? s.ao.model_res : s.res[0]},
+                   {"init_from", opt.init_from},
+                   {"pe_params", r.pe_params},
+                   {"total_params", r.total_params},
+                   {"train_img_per_s", r.img_per_s},
+                   {"epochs", opt.epochs},
+                   {"train_samples_per_epoch", s.ao.train_samples},
+                   {"seed", opt.seed}};
+  if (r.shuffled) {
+    m.emplace_back("test_acc_shuffled", r.shuffled->acc);
+    m.emplace_back("test_acc_shuffled_ci95", std::vector<double>{r.shuffled->ci.lo, r.shuffled->ci.hi});
+  }
+  train::write_json_atomic(opt.summary_json, m);
+}
+
+// --compare: every encoding × resolution under the same budget.
+std::vector<ArrowRun> train_all(const Setup& s, const std::vector<std::string>& labels) {
+  std::vector<ArrowRun> runs;
+  for (int r : s.res)
+    for (const auto& l : labels) {
+      nn::VitConfig c = s.cfg;
+      c.pe = app::parse_pe_label(l, s.cfg.pe);
+      app::TrainOptions o = s.opt;
+      o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
+      if (!s.opt.metrics.empty()) o.metrics = s.opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";
+      runs.push_back(train_one(c, o, s.ao, r, ""));
+    }
+  return runs;
+}
+
+// The comparison table on stdout, and --compare-json, --compare-png, --summary-json.
+void report_comparison(const Setup& s, const std::vector<std::string>& labels, const std::vector<ArrowRun>& runs) {
+  const app::TrainOptions& opt = s.opt;
+  std::cout << "\nArrow task (paper Table 3): test accuracy on " << s.ao.test_n << " held-out samples, 95% bootstrap CI\n"
+            << "budget: " << opt.epochs << " epochs x " << s.ao.train_samples << " fresh samples, batch " << opt.batch
+            << ", lr " << opt.lr << ", model dim " << s.cfg.dim << " depth " << s.cfg.depth << " heads " << s.cfg.heads
+            << "\n\n";
+  std::cout << std::left << std::setw(14) << "encoding" << std::setw(6) << "res" << std::setw(10) << "acc %"
+            << std::setw(18) << "95% CI" << std::setw(11) << "pe params" << std::setw(10) << "img/s" << "\n";
+  for (const auto& r : runs)
+    std::cout << std::left << std::setw(14) << r.label << std::setw(6) << r.res << std::setw(10) << app::fmt_pct(r.result.acc)
+              << std::setw(18) << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(11)
+              << r.pe_params << std::setw(10) << std::fixed << std::setprecision(1) << r.img_per_s << "\n";
+
+  if (!s.compare.json.empty()) {
+    std::string rows = "[";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const auto& r = runs[i];
+      rows += (i ? ",\n  " : "\n  ") +
+              train::to_json({{"pe", r.label},
+                              {"res", r.res},
+                              {"test_acc", r.result.acc},
+                              {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                              {"test_loss", r.result.loss},
+                              {"pe_params", r.pe_params},
+                              {"total_params", r.total_params},
+                              {"train_img_per_s", r.img_per_s},
+                              {"test_acc_shuffled", r.shuffled ? r.shuffled->acc : NAN}});
+    }
+    rows += "\n]\n";
+    io::write_file_atomic(s.compare.json, rows, {"--compare-json", {}});
+    std::cerr << "table: " << s.compare.json << "\n";
+  }
+  if (!s.compare.png.empty()) {
+    std::vector<std::string> groups;
+    for (int r : s.res) groups.push_back(std::to_string(r) + "x" + std::to_string(r));
+    std::vector<const app::EvalResult*> results;
+    for (const auto& r : runs) results.push_back(&r.result);
+    app::write_accuracy_chart(s.compare.png, "Arrow task: test accuracy (" + std::to_string(s.ao.test_n) +
+                                                 " held-out samples, 95% CI)",
+                              "image size", groups, labels, results);
+    std::cerr << "chart: " << s.compare.png << "\n";
+  }
+  if (!opt.summary_json.empty()) {
+    train::Metrics m;
+    for (const auto& r : runs) {
+      const std::string k = r.label + "_" + std::to_string(r.res);
+      m.emplace_back("test_acc_" + k, r.result.acc);
+      m.emplace_back("test_acc_ci95_" + k, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
+    }
+    train::write_json_atomic(opt.summary_json, m);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_arrows", [&] {
-    app::TrainOptions opt;
-    opt.epochs = 6;
-    opt.batch = 64;
-    opt.lr = 1e-3;
-    opt.wd = 0.05;
-    opt.warmup = 1;
-    opt.eval_batch = 200;
-    ArrowOptions ao;
-    ao.train_samples = 6400;
-    std::int64_t test_seed = 1;
-    nn::VitConfig cfg;
-    cfg.channels = 1;
-    cfg.patch = 12;
-    cfg.classes = data::kArrowClasses;
-    cfg.dim = 128;
-    cfg.depth = 4;
-    cfg.heads = 2;
-    cfg.mlp_hidden = 256;
-    std::vector<int> res = {108};
-    std::string pool = "cls";
-    std::string compare, compare_json, compare_png, attn_maps;
-    std::string default_compare = "abs,liere8";
+    Setup s;
+    if (!parse_flags(argc, argv, s)) return 0;
 
-    app::Flags f("train_arrows",
-                 "Trains a ViT (patch 12) on the synthetic arrow task of the LieRE paper (§5.2) with freshly generated\n"
-                 "samples and evaluates it on a fixed held-out set with a bootstrap 95% CI. Without --pe or --compare\n"
-                 "it runs the README's main job: --compare " + default_compare + ".");
-    f.section("Task");
-    f.add("res", &res, "image sizes: 108 (9x9 tokens), 168 (14x14), 276 (23x23); several with --compare");
-    f.add("train-samples", &ao.train_samples, "fresh training samples per epoch");
-    f.add_switch("standardize", &ao.standardize,
-                 "inputs standardised to mean 0 and std 1 over the task's images (else ink in [0, 1], background 0)");
-    f.add("shift", &ao.shift, "augmentation: translate each training image by up to this many pixels on each axis");
-    f.add("train-res", &ao.train_res,
-          "multi-resolution training: image sizes to train on, one drawn at random for each batch, e.g. "
-          "108,120,168 (none: --res; the held-out set stays at --res; with --positions interpolate a cell is "
-          "about the same distance in position units at every size)");
-    f.add("test-n", &ao.test_n, "held-out samples");
-    f.add_switch("shuffle-eval", &ao.shuffle_eval,
-                 "also evaluate on the held-out set with its patches shuffled (paper Table 5); with --predictions P "
-                 "also P.test_shuffled.pred");
-    f.add("test-seed", &test_seed, "seed of the held-out set (the training stream uses --seed)");
-    f.section("Model");
-    f.add("dim", &cfg.dim, "token width");
-    f.add("depth", &cfg.depth, "layers");
-    f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
-    f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
-    f.add("pool", &pool, "cls (a CLS token, the paper's) or mean (the mean of the patch tokens)");
-    f.add("drop", &cfg.drop, "dropout in the MLP");
-    f.add("model-res", &ao.model_res,
-          "the image size the model is built for (its position grid and absolute table): with --init-from, the "
-          "checkpoint's, to fine-tune it at another --res [0: --res]");
-    f.add_pe(&cfg.pe);
-    f.section("Comparison (paper Table 3)");
-    f.add("compare", &compare, "train each encoding in turn under the same budget, e.g. abs,visionllama,rope-mixed,liere8,liere64", "LIST");
-    f.add("compare-json", &compare_json, "the comparison table as JSON", "PATH");
-    f.add("compare-png", &compare_png, "the comparison as a bar chart with 95% CIs", "PATH");
-    f.add("attn-maps", &attn_maps, "the CLS token's attention per layer and head for test sample 0, as PNG (paper Fig. 10)", "PATH");
-    opt.add_flags(f);
-    bool pe_given = false;
-    for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
-    if (!f.parse(argc, argv)) return 0;
-    if (!app::Comm::world().root())  // rank 0 writes the files
-      opt.summary_json.clear(), opt.predictions.clear(), compare_json.clear(), compare_png.clear(), attn_maps.clear();
-    opt.validate();
-    ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
-    LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
-                 "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
-    for (int r : res) LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
-    LIERE_ENSURE(ao.shift >= 0 && ao.shift <= cfg.patch, "--shift " << ao.shift << ": allowed 0 to " << cfg.patch << " pixels");
-    for (int r : ao.train_res)
-      LIERE_ENSURE(r >= 27 && r % cfg.patch == 0, "--train-res " << r << ": must be a multiple of the patch size 12");
-    LIERE_ENSURE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % cfg.patch == 0),
-                 "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
-    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
-    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
-    LIERE_ENSURE(compare.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
-    if (compare.empty() && !pe_given && opt.dry_run == false && opt.bench_steps == 0) compare = default_compare;
-
-    if (opt.dry_run || opt.bench_steps > 0) {
-      cfg.image = {res[0], res[0]};
-      LIERE_ENSURE(ao.model_res == 0 || ao.model_res == res[0], "--dry-run and --bench-steps use the model at --res");
-      app::Trainer t(cfg, opt, "arrows");
-      if (opt.dry_run) std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
-      else t.bench(opt.bench_steps);
+    if (s.opt.dry_run || s.opt.bench_steps > 0) {
+      LIERE_ENSURE(s.ao.model_res == 0 || s.ao.model_res == s.res[0], "--dry-run and --bench-steps use the model at --res");
+      nn::VitConfig cfg = s.cfg;
+      cfg.image = {s.res[0], s.res[0]};
+      app::dry_run_or_bench(cfg, s.opt, "arrows");
       return 0;
     }
-
-    if (compare.empty()) {
-      LIERE_ENSURE(res.size() == 1, "several --res values need --compare");
-      const ArrowRun r = train_one(cfg, opt, ao, res[0], attn_maps);
-      if (!opt.summary_json.empty()) {
-        train::Metrics s{{"test_acc", r.result.acc},
-                         {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
-                         {"test_loss", r.result.loss},
-                         {"test_n", ao.test_n},
-                         {"pe", cfg.pe.label()},
-                         {"pe_config", cfg.pe.describe()},
-                         {"res", res[0]},
-                         {"model_res", ao.model_res > 0 ? ao.model_res : res[0]},
-                         {"init_from", opt.init_from},
-                         {"pe_params", r.pe_params},
-                         {"total_params", r.total_params},
-                         {"train_img_per_s", r.img_per_s},
-                         {"epochs", opt.epochs},
-                         {"train_samples_per_epoch", ao.train_samples},
-                         {"seed", opt.seed}};
-        if (r.shuffled) {
-          s.emplace_back("test_acc_shuffled", r.shuffled->acc);
-          s.emplace_back("test_acc_shuffled_ci95", std::vector<double>{r.shuffled->ci.lo, r.shuffled->ci.hi});
-        }
-        train::write_json_atomic(opt.summary_json, s);
-      }
+    if (s.compare.list.empty()) {  // one encoding
+      LIERE_ENSURE(s.res.size() == 1, "several --res values need --compare");
+      const ArrowRun r = train_one(s.cfg, s.opt, s.ao, s.res[0], s.attn_maps);
+      if (!s.opt.summary_json.empty()) write_summary(s, r);
       return 0;
     }
-
-    // --compare: every encoding × resolution under the same budget.
-    const auto labels = app::split_list(compare);
-    LIERE_ENSURE(!labels.empty(), "--compare: no encodings given");
-    std::vector<ArrowRun> runs;
-    for (int r : res)
-      for (const auto& l : labels) {
-        nn::VitConfig c = cfg;
-        c.pe = app::parse_pe_label(l, cfg.pe);
-        app::TrainOptions o = opt;
-        o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
-        if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";
-        runs.push_back(train_one(c, o, ao, r, ""));
-      }
-
-    std::cout << "\nArrow task (paper Table 3): test accuracy on " << ao.test_n << " held-out samples, 95% bootstrap CI\n"
-              << "budget: " << opt.epochs << " epochs x " << ao.train_samples << " fresh samples, batch " << opt.batch
-              << ", lr " << opt.lr << ", model dim " << cfg.dim << " depth " << cfg.depth << " heads " << cfg.heads << "\n\n";
-    std::cout << std::left << std::setw(14) << "encoding" << std::setw(6) << "res" << std::setw(10) << "acc %"
-              << std::setw(18) << "95% CI" << std::setw(11) << "pe params" << std::setw(10) << "img/s" << "\n";
-    for (const auto& r : runs)
-      std::cout << std::left << std::setw(14) << r.label << std::setw(6) << r.res << std::setw(10) << app::fmt_pct(r.result.acc)
-                << std::setw(18) << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(11)
-                << r.pe_params << std::setw(10) << std::fixed << std::setprecision(1) << r.img_per_s << "\n";
-
-    if (!compare_json.empty()) {
-      std::string rows = "[";
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        const auto& r = runs[i];
-        rows += (i ? ",\n  " : "\n  ") +
-                train::to_json({{"pe", r.label},
-                                {"res", r.res},
-                                {"test_acc", r.result.acc},
-                                {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
-                                {"test_loss", r.result.loss},
-                                {"pe_params", r.pe_params},
-                                {"total_params", r.total_params},
-                                {"train_img_per_s", r.img_per_s},
-                                {"test_acc_shuffled", r.shuffled ? r.shuffled->acc : NAN}});
-      }
-      rows += "\n]\n";
-      io::write_file_atomic(compare_json, rows, {"--compare-json", {}});
-      std::cerr << "table: " << compare_json << "\n";
-    }
-    if (!compare_png.empty()) {
-      std::vector<std::string> groups;
-      for (int r : res) groups.push_back(std::to_string(r) + "x" + std::to_string(r));
-      std::vector<const app::EvalResult*> results;
-      for (const auto& r : runs) results.push_back(&r.result);
-      app::write_accuracy_chart(compare_png, "Arrow task: test accuracy (" + std::to_string(ao.test_n) +
-                                                 " held-out samples, 95% CI)",
-                                "image size", groups, labels, results);
-      std::cerr << "chart: " << compare_png << "\n";
-    }
-    if (!opt.summary_json.empty()) {
-      train::Metrics s;
-      for (const auto& r : runs) {
-        const std::string k = r.label + "_" + std::to_string(r.res);
-        s.emplace_back("test_acc_" + k, r.result.acc);
-        s.emplace_back("test_acc_ci95_" + k, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
-      }
-      train::write_json_atomic(opt.summary_json, s);
-    }
+    const auto labels = s.compare.labels();
+    report_comparison(s, labels, train_all(s, labels));
     return 0;
   });
 }

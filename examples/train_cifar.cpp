@@ -89,223 +89,237 @@ data::ImageSet load(const DataOptions& d, bool train) {
   return data::read_fashion_mnist(d.root, train);
 }
 
+// Everything the command line sets, and what follows from it before any data is read.
+struct Setup {
+  DataOptions d;
+  app::ModelOptions model;
+  app::TrainOptions opt;
+  nn::VitConfig cfg;                     // the model, with the data's channels, image size and classes
+  std::unique_ptr<FolderSplit> images;   // --data folder: the training and test files
+};
+
+// The flags, parsed and checked, and the model for the data; false after --help.
+bool parse_flags(int argc, char** argv, Setup& s) {
+  DataOptions& d = s.d;
+  s.model.cfg.patch = 4;
+  app::Flags f("train_cifar",
+               "Trains a ViT with a chosen position encoding on CIFAR-10/100 or Fashion-MNIST, evaluates it with a\n"
+               "bootstrap 95% CI. CIFAR binary files: https://www.cs.toronto.edu/~kriz/cifar.html (see README).\n"
+               "--data folder trains on your own JPEG/PNG images: --root DIR with DIR/<class>/*.jpg (every --holdout-every-th\n"
+               "image of a class is a test image) or DIR/train/<class>/ and DIR/val/<class>/ (the ImageNet layout).");
+  f.section("Data");
+  f.add("data", &d.data, "cifar10, cifar100, fashion-mnist or folder (one folder of JPEG/PNG images per class)");
+  f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
+  f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side");
+  f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing");
+  f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
+  f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
+                               "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
+                               "RandomResizedCrop, and none is the central 87.5%)");
+  f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
+  f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48; with "
+                                 "--predictions P also P.test@R.pred");
+  f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5); with "
+                                                "--predictions P also P.test_shuffled.pred");
+  s.model.add_flags(f);
+  s.opt.add_flags(f);
+  if (!f.parse(argc, argv)) return false;
+  s.opt.root_writes_files();  // rank 0 writes the files
+
+  LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
+               "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
+  const bool folder = d.data == "folder", fashion = d.data == "fashion-mnist";
+  if (d.augment == "default") d.augment = fashion || folder ? "crop-flip" : "randaugment";
+  LIERE_ENSURE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
+               "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
+  nn::VitConfig& cfg = s.cfg;
+  cfg = s.model.config();
+  s.opt.validate();
+  cfg.channels = fashion ? 1 : 3;
+  cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
+  cfg.classes = d.data == "cifar100" ? 100 : 10;
+  if (folder) {
+    if (d.root.empty()) throw app::UsageError("--data folder needs --root DIR (DIR/<class>/*.jpg|png, or DIR/train/ and DIR/val/)");
+    LIERE_ENSURE(d.image_size >= 1 && d.image_size % cfg.patch == 0,
+                 "--image-size " << d.image_size << " is not a multiple of --patch " << cfg.patch);
+    LIERE_ENSURE(d.fraction == 1.0, "--data-fraction is for the CIFAR and Fashion-MNIST files, not --data folder");
+    s.images = std::make_unique<FolderSplit>(split_folder(d));
+    cfg.image = {d.image_size, d.image_size};
+    cfg.classes = s.images->train.num_classes();
+  }
+  return true;
+}
+
+// The training and test sets: the files of --data (the whole test set decoded, the training set too but for
+// --data folder, whose training images are decoded for every step), --data-fraction and --test-limit applied.
+struct Sets {
+  data::ImageSet train, test;
+};
+
+Sets load_sets(Setup& s) {
+  DataOptions& d = s.d;
+  const bool folder = d.data == "folder";
+  if (d.root.empty()) {
+    if (d.data == "fashion-mnist") d.root = data::kFashionMnistSystemDir;
+    else throw app::UsageError("--data " + d.data + " needs --root DIR (the directory with the binary files; see README)");
+  }
+  // --data folder: the training images are decoded and cropped for every step (RandomResizedCrop); the test
+  // images once, with the central 87.5% resized to the image size.
+  Sets sets;
+  data::ImageSet& train = sets.train;
+  data::ImageSet& test = sets.test;
+  train = folder ? data::ImageSet{} : load(d, true);
+  test = folder ? data::load_image_folder(s.images->test, d.image_size, 0.875) : load(d, false);
+  if (folder) train.n = s.images->train.size(), train.channels = 3, train.height = train.width = d.image_size;
+  if (d.fraction < 1.0) train = data::subset(train, d.fraction, std::uint64_t(s.opt.seed));
+  if (d.test_limit > 0 && d.test_limit < test.n) {
+    test.n = d.test_limit;
+    test.labels.resize(test.n);
+    test.pixels.resize(std::size_t(test.n) * test.image_size());
+  }
+  const nn::VitConfig& cfg = s.cfg;
+  LIERE_ENSURE(train.height == cfg.image[0] && train.width == cfg.image[1] && train.channels == cfg.channels,
+               "unexpected image size " << train.channels << "x" << train.height << "x" << train.width);
+  std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root
+            << (folder ? ": " + std::to_string(cfg.classes) + " classes, " + s.images->how : std::string()) << "), augment "
+            << d.augment << "\nmodel: " << cfg.describe() << "\npe: " << cfg.pe.describe() << "\n";
+  return sets;
+}
+
+// The training batches: step s of epoch e takes perm_e[s·B …], perm_e a Fisher–Yates shuffle seeded by (seed, e);
+// every image is augmented from (seed, epoch, its index in the data set).
+app::TrainData training_data(const Setup& s, const data::ImageSet& train) {
+  struct Order {
+    std::vector<int> perm;
+    int epoch = -1;
+  };
+  const DataOptions& d = s.d;
+  const nn::VitConfig& cfg = s.cfg;
+  const int C = cfg.channels, H = cfg.image[0], W = cfg.image[1];
+  const std::size_t per = std::size_t(C) * H * W;
+  const std::uint64_t seed = std::uint64_t(s.opt.seed);
+  const bool folder = d.data == "folder", fashion = d.data == "fashion-mnist";
+  const FolderSplit* images = s.images.get();
+  app::TrainData td;
+  td.steps_per_epoch = train.n / s.opt.batch;
+  // Samples [first, first + count) of step `step`'s batch of B (a data-parallel rank's share): sample j is
+  // perm[step·B + j], augmented from (seed, epoch, its index in the data set).
+  td.fill = [&train, d, C, H, W, per, seed, folder, fashion, images, norm = normalisation_for(d.data),
+             order = std::make_shared<Order>()](int epoch, std::int64_t step, int B, int first, int count, float* x, int* y) {
+    const data::RandAugment randaug;
+    std::vector<int>& perm = order->perm;
+    if (order->epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
+      perm.resize(train.n);
+      for (int i = 0; i < train.n; ++i) perm[i] = i;
+      std::mt19937_64 g(liere::mix_seed(seed, 1, std::uint64_t(epoch)));
+      for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[liere::below(g, std::uint64_t(i) + 1)]);
+      order->epoch = epoch;
+    }
+    std::exception_ptr error;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < count; ++i) {
+      const int idx = perm[std::size_t(step) * B + first + i];
+      std::mt19937_64 g(liere::mix_seed(seed, 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
+      std::vector<std::uint8_t> img(per), tmp(per);
+      if (folder) {  // decoded now; RandomResizedCrop, flip, RandAugment, or the central crop for --augment none
+        try {
+          if (d.augment == "none") {
+            y[i] = data::load_image_eval(images->train, idx, H, img.data(), 0.875);
+          } else {
+            y[i] = data::load_image_train(images->train, idx, H, g, img.data());
+            data::random_hflip(img.data(), C, H, W, g);
+            if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
+          }
+        } catch (...) {  // a bad image: the error names the file; rethrown after the loop
+#pragma omp critical(train_cifar_error)
+          if (!error) error = std::current_exception();
+          continue;
+        }
+        data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+        continue;
+      }
+      const std::uint8_t* src = train.image(idx);
+      if (d.augment == "none") {
+        std::copy(src, src + per, img.begin());
+      } else {
+        data::random_crop(src, img.data(), C, H, W, fashion ? 2 : 4, g);
+        data::random_hflip(img.data(), C, H, W, g);
+        if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
+      }
+      data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+      y[i] = train.labels[idx];
+    }
+    if (error) std::rethrow_exception(error);
+  };
+  return td;
+}
+
+// The test set at image size `res` (resized bilinearly from the model's), with its patches shuffled when asked
+// (the permutation of every image drawn from (seed, 3)).
+app::EvalData eval_data(const Setup& s, const data::ImageSet& test, int res, bool shuffled) {
+  const nn::VitConfig& cfg = s.cfg;
+  const int C = cfg.channels, H = cfg.image[0], W = cfg.image[1];
+  const std::size_t per = std::size_t(C) * H * W;
+  app::EvalData e;
+  e.n = test.n;
+  e.labels = test.labels;
+  e.size = {res, res};
+  e.name = "test";
+  if (res != H) e.name += "@" + std::to_string(res);
+  if (shuffled) e.name += "_shuffled", e.shuffle_patch = cfg.patch, e.shuffle_seed = liere::mix_seed(std::uint64_t(s.opt.seed), 3);
+  e.fill = [&test, C, H, W, per, res, norm = normalisation_for(s.d.data)](int first, int count, float* x) {
+    std::vector<float> tmp(per);
+    for (int i = 0; i < count; ++i) {
+      if (res == H) {
+        data::normalize(test.image(first + i), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
+      } else {
+        data::normalize(test.image(first + i), tmp.data(), C, H, W, norm.mean, norm.std);
+        data::resize_bilinear(tmp.data(), C, H, W, x + std::size_t(i) * C * res * res, res, res);
+      }
+    }
+  };
+  return e;
+}
+
+// --shuffle-eval and --eval-res: the extra evaluations, printed, their predictions written, added to the summary.
+void extra_evaluations(const Setup& s, app::Trainer& t, const data::ImageSet& test, train::Metrics& summary) {
+  const app::TrainOptions& opt = s.opt;
+  auto one = [&](const app::EvalData& e, const std::string& key) {
+    const auto r = t.evaluate(e);
+    app::print_result(r);
+    if (!opt.predictions.empty())
+      train::write_predictions(app::predictions_path_for(opt.predictions, r.name), r.labels, r.preds);
+    summary.emplace_back(key, r.acc);
+    summary.emplace_back(key + "_ci95", std::vector<double>{r.ci.lo, r.ci.hi});
+  };
+  if (s.d.shuffle_eval) one(eval_data(s, test, s.cfg.image[0], true), "test_acc_shuffled");
+  for (int res : s.d.eval_res) {
+    LIERE_ENSURE(res % s.cfg.patch == 0, "--eval-res " << res << " is not a multiple of the patch size " << s.cfg.patch);
+    one(eval_data(s, test, res, false), "test_acc_res_" + std::to_string(res));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_cifar", [&] {
-    DataOptions d;
-    app::TrainOptions opt;
-    nn::VitConfig cfg;
-    cfg.patch = 4;
-    std::string model = "tiny";
-    int dim = 0, depth = 0, heads = 0, mlp = 0;
-    double drop = 0.0;
+    Setup s;
+    if (!parse_flags(argc, argv, s)) return 0;
+    if (app::dry_run_or_bench(s.cfg, s.opt, s.d.data)) return 0;  // they need no data
 
-    app::Flags f("train_cifar",
-                 "Trains a ViT with a chosen position encoding on CIFAR-10/100 or Fashion-MNIST, evaluates it with a\n"
-                 "bootstrap 95% CI. CIFAR binary files: https://www.cs.toronto.edu/~kriz/cifar.html (see README).\n"
-                 "--data folder trains on your own JPEG/PNG images: --root DIR with DIR/<class>/*.jpg (every --holdout-every-th\n"
-                 "image of a class is a test image) or DIR/train/<class>/ and DIR/val/<class>/ (the ImageNet layout).");
-    f.section("Data");
-    f.add("data", &d.data, "cifar10, cifar100, fashion-mnist or folder (one folder of JPEG/PNG images per class)");
-    f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
-    f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side");
-    f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing");
-    f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
-    f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
-                                 "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
-                                 "RandomResizedCrop, and none is the central 87.5%)");
-    f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
-    f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48; with "
-                                   "--predictions P also P.test@R.pred");
-    f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5); with "
-                                                  "--predictions P also P.test_shuffled.pred");
-    f.section("Model");
-    f.add("model", &model, "tiny, small, base or custom");
-    f.add("patch", &cfg.patch, "patch size");
-    f.add("dim", &dim, "custom/override: token width (0: from --model)");
-    f.add("depth", &depth, "custom/override: layers (0: from --model)");
-    f.add("heads", &heads, "custom/override: heads (0: from --model)");
-    f.add("mlp", &mlp, "custom/override: MLP hidden width (0: 4 × dim)");
-    f.add("drop", &drop, "dropout in the MLP");
-    std::string pool = "cls";
-    f.add("pool", &pool, "cls or mean");
-    f.add_pe(&cfg.pe);
-    opt.add_flags(f);
-    if (!f.parse(argc, argv)) return 0;
-    if (!app::Comm::world().root()) opt.summary_json.clear(), opt.predictions.clear();  // rank 0 writes the files
-
-    LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
-                 "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
-    const bool folder = d.data == "folder";
-    if (d.augment == "default") d.augment = d.data == "fashion-mnist" || folder ? "crop-flip" : "randaugment";
-    LIERE_ENSURE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
-                 "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
-    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
-    opt.validate();
-
-    cfg.set_size(model);
-    if (dim) cfg.dim = dim;
-    if (depth) cfg.depth = depth;
-    if (heads) cfg.heads = heads;
-    cfg.mlp_hidden = mlp ? mlp : (model == "custom" || dim ? 4 * cfg.dim : cfg.mlp_hidden);
-    cfg.drop = drop;
-    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
-    const bool fashion = d.data == "fashion-mnist";
-    cfg.channels = fashion ? 1 : 3;
-    cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
-    cfg.classes = d.data == "cifar100" ? 100 : 10;
-    std::unique_ptr<FolderSplit> images;  // --data folder
-    if (folder) {
-      if (d.root.empty()) throw app::UsageError("--data folder needs --root DIR (DIR/<class>/*.jpg|png, or DIR/train/ and DIR/val/)");
-      LIERE_ENSURE(d.image_size >= 1 && d.image_size % cfg.patch == 0,
-                   "--image-size " << d.image_size << " is not a multiple of --patch " << cfg.patch);
-      LIERE_ENSURE(d.fraction == 1.0, "--data-fraction is for the CIFAR and Fashion-MNIST files, not --data folder");
-      images = std::make_unique<FolderSplit>(split_folder(d));
-      cfg.image = {d.image_size, d.image_size};
-      cfg.classes = images->train.num_classes();
-    }
-
-    // Dry runs and benchmarks need no data.
-    if (opt.dry_run || opt.bench_steps > 0) {
-      app::Trainer t(cfg, opt, d.data);
-      if (opt.dry_run) {
-        std::cout << t.config().describe() << "\n" << t.config().pe.describe() << "\n" << t.dry_run_line() << "\n";
-        return 0;
-      }
-      t.bench(opt.bench_steps);
-      return 0;
-    }
-
-    if (d.root.empty()) {
-      if (d.data == "fashion-mnist") d.root = data::kFashionMnistSystemDir;
-      else throw app::UsageError("--data " + d.data + " needs --root DIR (the directory with the binary files; see README)");
-    }
-    // --data folder: the training images are decoded and cropped for every step (RandomResizedCrop); the test
-    // images once, with the central 87.5% resized to the image size.
-    data::ImageSet train = folder ? data::ImageSet{} : load(d, true);
-    data::ImageSet test = folder ? data::load_image_folder(images->test, d.image_size, 0.875) : load(d, false);
-    if (folder) train.n = images->train.size(), train.channels = 3, train.height = train.width = d.image_size;
-    if (d.fraction < 1.0) train = data::subset(train, d.fraction, std::uint64_t(opt.seed));
-    if (d.test_limit > 0 && d.test_limit < test.n) {
-      test.n = d.test_limit;
-      test.labels.resize(test.n);
-      test.pixels.resize(std::size_t(test.n) * test.image_size());
-    }
-    LIERE_ENSURE(train.height == cfg.image[0] && train.width == cfg.image[1] && train.channels == cfg.channels,
-                 "unexpected image size " << train.channels << "x" << train.height << "x" << train.width);
-    std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root
-              << (folder ? ": " + std::to_string(cfg.classes) + " classes, " + images->how : std::string()) << "), augment "
-              << d.augment << "\nmodel: " << cfg.describe() << "\npe: " << cfg.pe.describe() << "\n";
-
-    app::Trainer t(cfg, opt, d.data);
+    const Sets sets = load_sets(s);
+    app::Trainer t(s.cfg, s.opt, s.d.data);
     std::cerr << t.dry_run_line() << "\n";
-    const Normalisation norm = normalisation_for(d.data);
-    const int C = cfg.channels, H = cfg.image[0], W = cfg.image[1];
-    const std::size_t per = std::size_t(C) * H * W;
-    const data::RandAugment randaug;
-
-    app::TrainData td;
-    td.steps_per_epoch = train.n / opt.batch;
-    std::vector<int> perm;
-    int perm_epoch = -1;
-    // Samples [first, first + count) of step `step`'s batch of B (a data-parallel rank's share): sample j is
-    // perm[step·B + j], augmented from (seed, epoch, its index in the data set).
-    td.fill = [&](int epoch, std::int64_t step, int B, int first, int count, float* x, int* y) {
-      if (perm_epoch != epoch) {  // the epoch's order: a Fisher–Yates shuffle seeded by (seed, epoch)
-        perm.resize(train.n);
-        for (int i = 0; i < train.n; ++i) perm[i] = i;
-        std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 1, std::uint64_t(epoch)));
-        for (int i = train.n - 1; i > 0; --i) std::swap(perm[i], perm[liere::below(g, std::uint64_t(i) + 1)]);
-        perm_epoch = epoch;
-      }
-      std::exception_ptr error;
-#pragma omp parallel for schedule(static)
-      for (int i = 0; i < count; ++i) {
-        const int idx = perm[std::size_t(step) * B + first + i];
-        std::mt19937_64 g(liere::mix_seed(std::uint64_t(opt.seed), 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
-        std::vector<std::uint8_t> img(per), tmp(per);
-        if (folder) {  // decoded now; RandomResizedCrop, flip, RandAugment, or the central crop for --augment none
-          try {
-            if (d.augment == "none") {
-              y[i] = data::load_image_eval(images->train, idx, H, img.data(), 0.875);
-            } else {
-              y[i] = data::load_image_train(images->train, idx, H, g, img.data());
-              data::random_hflip(img.data(), C, H, W, g);
-              if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
-            }
-          } catch (...) {  // a bad image: the error names the file; rethrown after the loop
-#pragma omp critical(train_cifar_error)
-            if (!error) error = std::current_exception();
-            continue;
-          }
-          data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
-          continue;
-        }
-        const std::uint8_t* src = train.image(idx);
-        if (d.augment == "none") {
-          std::copy(src, src + per, img.begin());
-        } else {
-          data::random_crop(src, img.data(), C, H, W, fashion ? 2 : 4, g);
-          data::random_hflip(img.data(), C, H, W, g);
-          if (d.augment == "randaugment") randaug(img.data(), C, H, W, g);
-        }
-        data::normalize(img.data(), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
-        y[i] = train.labels[idx];
-      }
-      if (error) std::rethrow_exception(error);
-    };
-
-    auto eval_data = [&](int res, bool shuffled) {
-      app::EvalData e;
-      e.n = test.n;
-      e.labels = test.labels;
-      e.size = {res, res};
-      e.name = "test";
-      if (res != H) e.name += "@" + std::to_string(res);
-      if (shuffled) e.name += "_shuffled", e.shuffle_patch = cfg.patch, e.shuffle_seed = liere::mix_seed(std::uint64_t(opt.seed), 3);
-      e.fill = [&, res](int first, int count, float* x) {
-        std::vector<float> tmp(per);
-        for (int i = 0; i < count; ++i) {
-          if (res == H) {
-            data::normalize(test.image(first + i), x + std::size_t(i) * per, C, H, W, norm.mean, norm.std);
-          } else {
-            data::normalize(test.image(first + i), tmp.data(), C, H, W, norm.mean, norm.std);
-            data::resize_bilinear(tmp.data(), C, H, W, x + std::size_t(i) * C * res * res, res, res);
-          }
-        }
-      };
-      return e;
-    };
-
-    app::EvalData test_data = eval_data(H, false);
-    test_data.name = "test";
-    const app::EvalResult r = t.fit(td, test_data);
+    const app::EvalResult r = t.fit(training_data(s, sets.train), eval_data(s, sets.test, s.cfg.image[0], false));
     app::print_result(r);
     train::Metrics summary = app::summary_fields(t, r);
-    summary.emplace_back("data", d.data);
-    summary.emplace_back("data_fraction", d.fraction);
-    summary.emplace_back("train_n", train.n);
-    if (d.shuffle_eval) {
-      const auto s = t.evaluate(eval_data(H, true));
-      app::print_result(s);
-      if (!opt.predictions.empty())
-        train::write_predictions(app::predictions_path_for(opt.predictions, s.name), s.labels, s.preds);
-      summary.emplace_back("test_acc_shuffled", s.acc);
-      summary.emplace_back("test_acc_shuffled_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
-    }
-    for (int res : d.eval_res) {
-      LIERE_ENSURE(res % cfg.patch == 0, "--eval-res " << res << " is not a multiple of the patch size " << cfg.patch);
-      const auto s = t.evaluate(eval_data(res, false));
-      app::print_result(s);
-      if (!opt.predictions.empty())
-        train::write_predictions(app::predictions_path_for(opt.predictions, s.name), s.labels, s.preds);
-      summary.emplace_back("test_acc_res_" + std::to_string(res), s.acc);
-      summary.emplace_back("test_acc_res_" + std::to_string(res) + "_ci95", std::vector<double>{s.ci.lo, s.ci.hi});
-    }
-    if (!opt.predictions.empty()) train::write_predictions(opt.predictions, r.labels, r.preds);
-    if (!opt.summary_json.empty()) train::write_json_atomic(opt.summary_json, summary);
+    summary.emplace_back("data", s.d.data);
+    summary.emplace_back("data_fraction", s.d.fraction);
+    summary.emplace_back("train_n", sets.train.n);
+    extra_evaluations(s, t, sets.test, summary);
+    if (!s.opt.predictions.empty()) train::write_predictions(s.opt.predictions, r.labels, r.preds);
+    if (!s.opt.summary_json.empty()) train::write_json_atomic(s.opt.summary_json, summary);
     return 0;
   });
 }

@@ -314,314 +314,345 @@ void bench_data(const VideoOptions& vo, int T, int stride, int S, const std::str
   fs::remove_all(scratch);
 }
 
+// ---- the command line -------------------------------------------------------------------------------------------
+
+// Everything the command line sets, and the defaults that follow from the data (--root or not).
+struct Setup {
+  VideoOptions vo;
+  app::ModelOptions model;
+  app::TrainOptions opt;
+  app::CompareOptions compare;
+  int T = 0, stride = 0, S = 0;  // frames, frame stride, frame side
+  nn::VitConfig cfg;              // the model; classes: the data's, set when the sets are opened
+  std::string name() const { return vo.synthetic() ? "passing" : "ucf101"; }
+};
+
+// The flags, parsed and checked, the data's defaults filled in; false after --help.
+bool parse_flags(int argc, char** argv, Setup& s) {
+  VideoOptions& vo = s.vo;
+  app::TrainOptions& opt = s.opt;
+  opt.epochs = 0;  // 0: the data's default (below)
+  opt.batch = 32;
+  opt.lr = 1e-3;
+  opt.wd = 0.05;
+  opt.warmup = 1;
+  opt.eval_batch = 64;
+  app::ModelOptions& m = s.model;
+  m.model = "auto";
+  m.model_help = "tiny, small, base or custom (auto: tiny with --root; without, custom dim 64, depth 4, heads 2, mlp 128)";
+  m.cfg.patch = 0;  // 0: the data's default
+  m.patch_help = "spatial patch size (0: 16 with --root, 8 without)";
+  m.cfg.tubelet = 2;
+  const std::string default_compare = "abs,liere8";
+
+  app::Flags f("train_ucf101",
+               "Trains a ViViT-style ViT (3D tubelets, 3D positions for every encoding) on UCF101 or any folder in\n"
+               "its layout, decoded through FFmpeg with a disk cache of decoded clips, and evaluates it with a\n"
+               "bootstrap 95% CI. Without --root it writes the synthetic passing task (coloured squares pass a white\n"
+               "one; the label needs the direction of travel, see data_tools/moving_objects.hpp) as clips in the\n"
+               "UCF101 layout and trains on them; without --pe or --compare it then runs --compare " + default_compare +
+               ".\nUCF101: https://www.crcv.ucf.edu/data/UCF101.php (UCF101.rar and the train/test split zip).\n"
+               "Some defaults depend on whether --root is given; so does --epochs 0: 30 with --root, 20 without.");
+  f.section("Data");
+  f.add("root", &vo.root,
+        "UCF101 folder: holds UCF-101/<Class>/*.avi (or the class folders) and ucfTrainTestlist/ (or see --lists); "
+        "none: the synthetic task", "DIR");
+  f.add("lists", &vo.lists, "the folder of classInd.txt, trainlist0N.txt, testlist0N.txt (default: found from --root)", "DIR");
+  f.add("split", &vo.split, "UCF101 train/test split: 1, 2 or 3");
+  f.add("frames", &vo.frames, "frames per clip, T (0: 16 with --root, 8 without)");
+  f.add("stride", &vo.stride, "frames between two sampled frames, the span centred in the clip (0: 4 with --root, 1 without)");
+  f.add("size", &vo.size, "frame side S: the shorter side scaled to S, the centre cropped (0: 112 with --root, 32 without)");
+  f.add("cache", &vo.cache,
+        "folder of decoded clips (none: decode every time; auto: <data dir>/clip_cache for the synthetic task, "
+        "else $XDG_CACHE_HOME/liere/clips or ~/.cache/liere/clips)", "DIR");
+  f.add("normalise", &vo.normalise,
+        "input pixels: imagenet ((v/255 - mean)/std per channel, ImageNet's) or unit (v/255, black = 0); auto: "
+        "imagenet with --root, unit without");
+  f.add_switch("skip-bad-clips", &vo.skip_bad_clips,
+               "report and skip clips that are missing or fail to decode (default: an error naming the file)");
+  f.add("bench-data", &vo.bench_data, "time decoding, cache writes and cache reads of N training clips (one thread), exit");
+  f.section("Synthetic task (without --root)");
+  f.add("data-dir", &vo.data_dir, "where the clips are written (default: <tmp>/liere-passing-<hash of the task>; reused "
+                                  "when it holds the same task)", "DIR");
+  f.add("synthetic-train", &vo.syn_train, "training clips");
+  f.add("synthetic-test", &vo.syn_test, "test clips");
+  f.add("synthetic-classes", &vo.syn_classes, "2, 4 or 8 (1, 2 or 3 movers)");
+  f.add("synthetic-distractors", &vo.syn_distractors, "squares that do not change the label");
+  f.add("synthetic-noise", &vo.syn_noise, "uniform background noise, 0 to 64 grey levels");
+  f.add("synthetic-seed", &vo.syn_seed, "seed of the task (the training order and the model use --seed)");
+  m.add_flags(f);
+  s.compare.add_flags(f, "Comparison", "abs,visionllama,rope-mixed,liere8",
+                      "the comparison table (with paired bootstrap p-values) as JSON");
+  opt.add_flags(f);
+  if (!f.parse(argc, argv)) return false;
+  opt.root_writes_files();  // rank 0 writes the files
+  s.compare.root_writes_files();
+
+  // Defaults that depend on the data.
+  const bool syn = vo.synthetic();
+  const int T = s.T = vo.frames ? vo.frames : syn ? 8 : 16;
+  const int stride = s.stride = vo.stride ? vo.stride : syn ? 1 : 4;
+  const int S = s.S = vo.size ? vo.size : syn ? 32 : 112;
+  if (m.cfg.patch == 0) m.cfg.patch = syn ? 8 : 16;
+  if (opt.epochs == 0) opt.epochs = syn ? 20 : 30;
+  if (m.model == "auto") {
+    m.model = syn ? "custom" : "tiny";
+    if (syn) m.cfg.dim = 64, m.cfg.depth = 4, m.cfg.heads = 2, m.cfg.mlp_hidden = 128;
+  }
+  nn::VitConfig& cfg = s.cfg;
+  cfg = m.config();
+  opt.validate();
+  LIERE_ENSURE(vo.normalise == "auto" || vo.normalise == "imagenet" || vo.normalise == "unit",
+               "--normalise " << vo.normalise << ": allowed: auto, imagenet, unit");
+  LIERE_ENSURE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
+  LIERE_ENSURE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
+  LIERE_ENSURE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
+  LIERE_ENSURE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
+               "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
+  LIERE_ENSURE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
+  LIERE_ENSURE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
+  LIERE_ENSURE(vo.bench_data >= 0, "--bench-data must be >= 0");
+  cfg.channels = 3;
+  cfg.image = {T, S, S};
+  cfg.classes = syn ? vo.syn_classes : 101;
+  LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
+  if (syn) s.compare.default_to(f, default_compare);
+  return true;
+}
+
+// ---- the modes that do not train -------------------------------------------------------------------------------
+
+// --dry-run: the model; with --root also the data: the lists, the first training clip decoded and one forward pass.
+void dry_run(const Setup& s) {
+  if (s.vo.synthetic()) {
+    app::dry_run_or_bench(s.cfg, s.opt, "passing");
+    return;
+  }
+  const VideoOptions& vo = s.vo;
+  const int T = s.T, S = s.S;
+  data::Ucf101 tr(vo.root, set_options(vo, T, s.stride, S, true, ""));
+  data::Ucf101 te(vo.root, set_options(vo, T, s.stride, S, false, ""));
+  nn::VitConfig cfg = s.cfg;
+  cfg.classes = tr.num_classes();
+  app::Trainer t(cfg, s.opt, "ucf101");
+  std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
+  std::cout << "data: " << tr.layout().videos_dir << " (lists " << tr.layout().lists_dir << "), split " << vo.split
+            << ": " << tr.size() << " training and " << te.size() << " test clips, " << tr.num_classes()
+            << " classes\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor x(Shape{1, 3, T, S, S});
+  std::vector<std::uint8_t> px(tr.clip_bytes());
+  const int label = tr.load(0, px.data());
+  const double ms = 1000 * seconds_since(t0);
+  normalise(px.data(), 1, px.size() / 3, x.data(), vo.norm());
+  Tape tape;
+  auto _ = tape.no_grad();
+  tape.set_training(false);
+  Var xv(x);
+  Var logits = t.model().forward(tape, xv);
+  const double loss = ops::cross_entropy(tape, logits, std::vector<int>{label}).item();
+  LIERE_ENSURE(std::isfinite(loss), "the forward pass of the first clip gave a loss of " << loss);
+  std::cout << "first training clip: " << tr.clip_path(0) << " (class " << tr.class_names()[std::size_t(label)]
+            << ") decoded to 3x" << T << "x" << S << "x" << S << " in " << std::fixed << std::setprecision(1) << ms
+            << " ms; forward pass: loss " << std::setprecision(4) << loss << "\n";
+}
+
+// ---- the data --------------------------------------------------------------------------------------------------
+
+// The folder the clips are read from: --root, or the synthetic task, written once, by rank 0 (no deadline: writing
+// it may take minutes); the others reuse it.
+std::string data_root(const Setup& s) {
+  app::Comm& comm = app::Comm::world();
+  const bool syn = s.vo.synthetic();
+  if (syn && comm.distributed() && comm.root()) prepare_synthetic(s.vo, s.T, s.stride, s.S);
+  comm.barrier("waiting for rank 0 to write the synthetic task", 0);
+  return syn ? prepare_synthetic(s.vo, s.T, s.stride, s.S) : s.vo.root;
+}
+
+// The training and test sets at `root`, the test set indexed (index_test_set); the model's classes the data's.
+VideoSets open_sets(Setup& s, const std::string& root) {
+  const VideoOptions& vo = s.vo;
+  VideoSets d;
+  d.name = s.name();
+  d.norm = vo.norm();
+  const std::string cache = cache_dir_for(vo, root);
+  d.train = std::make_unique<data::Ucf101>(root, set_options(vo, s.T, s.stride, s.S, true, cache));
+  d.test = std::make_unique<data::Ucf101>(root, set_options(vo, s.T, s.stride, s.S, false, cache));
+  LIERE_ENSURE(d.train->class_names() == d.test->class_names(), "the training and test sets have different classes");
+  s.cfg.classes = d.train->num_classes();
+  index_test_set(d);
+  LIERE_ENSURE(d.train->size() >= s.opt.batch, "the training set has " << d.train->size() << " clips, fewer than one batch ("
+                                                                        << s.opt.batch << "); lower --batch");
+  std::cerr << "data: " << d.train->layout().videos_dir << ", split " << vo.split << ": " << d.train->size()
+            << " training and " << d.test_index.size() << " test clips, " << s.cfg.classes << " classes; clips " << s.T
+            << " frames (stride " << s.stride << ") of " << s.S << "x" << s.S << "; cache "
+            << (cache.empty() ? std::string("none") : cache) << "\n";
+  return d;
+}
+
+// The summary fields that describe the data.
+void add_data_summary(train::Metrics& m, const Setup& s, const VideoSets& d, const std::string& root) {
+  m.emplace_back("data", d.name);
+  m.emplace_back("root", root);
+  m.emplace_back("split", s.vo.split);
+  m.emplace_back("frames", s.T);
+  m.emplace_back("stride", s.stride);
+  m.emplace_back("size", s.S);
+  m.emplace_back("normalise", s.vo.norm() == Normalise::imagenet ? "imagenet" : "unit");
+  m.emplace_back("train_n", d.train->size());
+  m.emplace_back("skipped_clips", int(d.train->skipped().size() + d.test->skipped().size()));
+}
+
+// ---- one encoding, or --compare ------------------------------------------------------------------------------
+
+// One encoding: its predictions and --summary-json.
+void train_single(const Setup& s, const VideoSets& d, const std::string& root) {
+  const app::TrainOptions& opt = s.opt;
+  const VideoRun r = train_one(s.cfg, opt, d);
+  if (!opt.predictions.empty()) train::write_predictions(opt.predictions, r.result.labels, r.result.preds);
+  if (opt.summary_json.empty()) return;
+  train::Metrics m = {{"test_acc", r.result.acc},
+                      {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                      {"test_loss", r.result.loss},
+                      {"test_n", int(r.result.correct.size())},
+                      {"pe", s.cfg.pe.label()},
+                      {"pe_config", s.cfg.pe.describe()},
+                      {"model", s.cfg.describe()},
+                      {"pe_params", r.pe_params},
+                      {"total_params", r.total_params},
+                      {"train_clips_per_s", r.clips_per_s},
+                      {"data_load_seconds", r.load_seconds},
+                      {"epochs", opt.epochs},
+                      {"seed", opt.seed}};
+  add_data_summary(m, s, d, root);
+  train::write_json_atomic(opt.summary_json, m);
+}
+
+// --compare: every encoding under the same budget, on the same clips and the same training order.
+std::vector<VideoRun> train_all(const Setup& s, const VideoSets& d, const std::vector<std::string>& labels) {
+  const app::TrainOptions& opt = s.opt;
+  std::vector<VideoRun> runs;
+  for (const auto& l : labels) {
+    nn::VitConfig c = s.cfg;
+    c.pe = app::parse_pe_label(l, s.cfg.pe);
+    app::TrainOptions o = opt;
+    o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
+    if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + ".jsonl";
+    if (!opt.save.empty()) o.save = opt.save + "." + c.pe.label() + ".safetensors";
+    runs.push_back(train_one(c, o, d));
+    if (!opt.predictions.empty())
+      train::write_predictions(opt.predictions + "." + c.pe.label() + ".txt", runs.back().result.labels,
+                               runs.back().result.preds);
+  }
+  return runs;
+}
+
+// The comparison: a paired bootstrap of every run against the first (10000 resamples, seed 0), as compare_runs
+// does; the table on stdout, and --compare-json, --compare-png, --summary-json.
+void report_comparison(const Setup& s, const VideoSets& d, const std::string& root, const std::vector<std::string>& labels,
+                       const std::vector<VideoRun>& runs) {
+  const app::TrainOptions& opt = s.opt;
+  std::vector<train::PairedBootstrap> pb(runs.size());
+  for (std::size_t k = 1; k < runs.size(); ++k)
+    pb[k] = train::paired_bootstrap(runs[k].result.correct, runs[0].result.correct, 10000, 0.95, 0);
+  std::cout << "\n" << d.name << ": test accuracy on " << d.test_index.size() << " clips, 95% bootstrap CI; paired "
+            << "bootstrap against " << runs[0].label << " (10000 resamples)\n"
+            << "budget: " << opt.epochs << " epochs x " << d.train->size() << " clips, batch " << opt.batch << ", lr "
+            << opt.lr << ", " << s.cfg.describe() << "\n\n";
+  std::cout << std::left << std::setw(14) << "encoding" << std::setw(9) << "acc %" << std::setw(17) << "95% CI"
+            << std::setw(10) << "diff pp" << std::setw(19) << "diff 95% CI" << std::setw(10) << "p" << std::setw(11)
+            << "pe params" << "clips/s\n";
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const auto& r = runs[k];
+    // "0.0123", or "≤ 0.0002" when no resample crossed 0 (the floor 2/10001, a bound); its "≤" is 3 bytes
+    // wide and 1 column.
+    const std::string p = k ? train::p_value_text(pb[k]) : "";
+    const int p_width = 10 + (pb[k].p_bound && k ? 2 : 0);
+    std::cout << std::left << std::setw(14) << r.label << std::setw(9) << app::fmt_pct(r.result.acc) << std::setw(17)
+              << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(10)
+              << (k ? app::fmt_pct(pb[k].diff) : "") << std::setw(19)
+              << (k ? app::fmt_pct(pb[k].diff_lo) + " - " + app::fmt_pct(pb[k].diff_hi) : "") << std::setw(p_width)
+              << p << std::setw(11) << r.pe_params << std::fixed << std::setprecision(1) << r.clips_per_s
+              << std::defaultfloat << "\n";
+  }
+
+  if (!s.compare.json.empty()) {
+    std::string rows = "[";
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const auto& r = runs[k];
+      train::Metrics m{{"pe", r.label},
+                       {"test_acc", r.result.acc},
+                       {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
+                       {"test_loss", r.result.loss},
+                       {"test_n", int(r.result.correct.size())},
+                       {"pe_params", r.pe_params},
+                       {"total_params", r.total_params},
+                       {"train_clips_per_s", r.clips_per_s}};
+      if (k) {
+        m.emplace_back("vs", runs[0].label);
+        m.emplace_back("diff", pb[k].diff);
+        m.emplace_back("diff_ci95", std::vector<double>{pb[k].diff_lo, pb[k].diff_hi});
+        m.emplace_back("p_value", pb[k].p_value);
+        m.emplace_back("p_bound", pb[k].p_bound);
+      }
+      rows += (k ? ",\n  " : "\n  ") + train::to_json(m);
+    }
+    rows += "\n]\n";
+    io::write_file_atomic(s.compare.json, rows, {"--compare-json", {}});
+    std::cerr << "table: " << s.compare.json << "\n";
+  }
+  if (!s.compare.png.empty()) {
+    std::vector<const app::EvalResult*> results;
+    for (const auto& r : runs) results.push_back(&r.result);
+    app::write_accuracy_chart(s.compare.png, d.name + ": test accuracy (" + std::to_string(d.test_index.size()) + " clips, 95% CI)",
+                              "clips " + std::to_string(s.T) + "x" + std::to_string(s.S) + "x" + std::to_string(s.S),
+                              {d.name}, labels, results);
+    std::cerr << "chart: " << s.compare.png << "\n";
+  }
+  if (!opt.summary_json.empty()) {
+    train::Metrics m;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const auto& r = runs[k];
+      m.emplace_back("test_acc_" + r.label, r.result.acc);
+      m.emplace_back("test_acc_ci95_" + r.label, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
+      if (k) m.emplace_back("p_value_" + r.label + "_vs_" + runs[0].label, pb[k].p_value);
+    }
+    m.emplace_back("epochs", opt.epochs);
+    m.emplace_back("seed", opt.seed);
+    add_data_summary(m, s, d, root);
+    train::write_json_atomic(opt.summary_json, m);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   app::Comm::init(&argc, &argv);  // mpirun -np N: data-parallel training (docs/scaling.md)
   return app::run_main("train_ucf101", [&] {
-    VideoOptions vo;
-    app::TrainOptions opt;
-    opt.epochs = 0;  // 0: the data's default (below)
-    opt.batch = 32;
-    opt.lr = 1e-3;
-    opt.wd = 0.05;
-    opt.warmup = 1;
-    opt.eval_batch = 64;
-    nn::VitConfig cfg;
-    cfg.patch = 0;    // 0: the data's default
-    cfg.tubelet = 2;
-    std::string model = "auto", pool = "cls";
-    int dim = 0, depth = 0, heads = 0, mlp = 0;
-    double drop = 0;
-    std::string compare, compare_json, compare_png;
-    const std::string default_compare = "abs,liere8";
-
-    app::Flags f("train_ucf101",
-                 "Trains a ViViT-style ViT (3D tubelets, 3D positions for every encoding) on UCF101 or any folder in\n"
-                 "its layout, decoded through FFmpeg with a disk cache of decoded clips, and evaluates it with a\n"
-                 "bootstrap 95% CI. Without --root it writes the synthetic passing task (coloured squares pass a white\n"
-                 "one; the label needs the direction of travel, see data_tools/moving_objects.hpp) as clips in the\n"
-                 "UCF101 layout and trains on them; without --pe or --compare it then runs --compare " + default_compare +
-                 ".\nUCF101: https://www.crcv.ucf.edu/data/UCF101.php (UCF101.rar and the train/test split zip).\n"
-                 "Some defaults depend on whether --root is given; so does --epochs 0: 30 with --root, 20 without.");
-    f.section("Data");
-    f.add("root", &vo.root,
-          "UCF101 folder: holds UCF-101/<Class>/*.avi (or the class folders) and ucfTrainTestlist/ (or see --lists); "
-          "none: the synthetic task", "DIR");
-    f.add("lists", &vo.lists, "the folder of classInd.txt, trainlist0N.txt, testlist0N.txt (default: found from --root)", "DIR");
-    f.add("split", &vo.split, "UCF101 train/test split: 1, 2 or 3");
-    f.add("frames", &vo.frames, "frames per clip, T (0: 16 with --root, 8 without)");
-    f.add("stride", &vo.stride, "frames between two sampled frames, the span centred in the clip (0: 4 with --root, 1 without)");
-    f.add("size", &vo.size, "frame side S: the shorter side scaled to S, the centre cropped (0: 112 with --root, 32 without)");
-    f.add("cache", &vo.cache,
-          "folder of decoded clips (none: decode every time; auto: <data dir>/clip_cache for the synthetic task, "
-          "else $XDG_CACHE_HOME/liere/clips or ~/.cache/liere/clips)", "DIR");
-    f.add("normalise", &vo.normalise,
-          "input pixels: imagenet ((v/255 - mean)/std per channel, ImageNet's) or unit (v/255, black = 0); auto: "
-          "imagenet with --root, unit without");
-    f.add_switch("skip-bad-clips", &vo.skip_bad_clips,
-                 "report and skip clips that are missing or fail to decode (default: an error naming the file)");
-    f.section("Synthetic task (without --root)");
-    f.add("data-dir", &vo.data_dir, "where the clips are written (default: <tmp>/liere-passing-<hash of the task>; reused "
-                                    "when it holds the same task)", "DIR");
-    f.add("synthetic-train", &vo.syn_train, "training clips");
-    f.add("synthetic-test", &vo.syn_test, "test clips");
-    f.add("synthetic-classes", &vo.syn_classes, "2, 4 or 8 (1, 2 or 3 movers)");
-    f.add("synthetic-distractors", &vo.syn_distractors, "squares that do not change the label");
-    f.add("synthetic-noise", &vo.syn_noise, "uniform background noise, 0 to 64 grey levels");
-    f.add("synthetic-seed", &vo.syn_seed, "seed of the task (the training order and the model use --seed)");
-    f.section("Model");
-    f.add("model", &model, "tiny, small, base or custom (auto: tiny with --root; without, custom dim 64, depth 4, heads 2, mlp 128)");
-    f.add("patch", &cfg.patch, "spatial patch size (0: 16 with --root, 8 without)");
-    f.add("tubelet", &cfg.tubelet, "frames per tubelet");
-    f.add("dim", &dim, "token width (0: from --model)");
-    f.add("depth", &depth, "layers (0: from --model)");
-    f.add("heads", &heads, "heads (0: from --model)");
-    f.add("mlp", &mlp, "MLP hidden width (0: 4 x dim, or --model's)");
-    f.add("drop", &drop, "dropout in the MLP");
-    f.add("pool", &pool, "cls or mean");
-    f.add_pe(&cfg.pe);
-    f.section("Comparison");
-    f.add("compare", &compare, "train each encoding in turn under the same budget, e.g. abs,visionllama,rope-mixed,liere8", "LIST");
-    f.add("compare-json", &compare_json, "the comparison table (with paired bootstrap p-values) as JSON", "PATH");
-    f.add("compare-png", &compare_png, "the comparison as a bar chart with 95% CIs", "PATH");
-    opt.add_flags(f);
-    f.add("bench-data", &vo.bench_data, "time decoding, cache writes and cache reads of N training clips (one thread), exit");
-    bool pe_given = false;
-    for (int i = 1; i < argc; ++i) pe_given = pe_given || std::string(argv[i]).rfind("--pe", 0) == 0;
-    if (!f.parse(argc, argv)) return 0;
-    if (!app::Comm::world().root())  // rank 0 writes the files
-      opt.summary_json.clear(), opt.predictions.clear(), compare_json.clear(), compare_png.clear();
-
-    // Defaults that depend on the data.
-    const bool syn = vo.synthetic();
-    const int T = vo.frames ? vo.frames : syn ? 8 : 16;
-    const int stride = vo.stride ? vo.stride : syn ? 1 : 4;
-    const int S = vo.size ? vo.size : syn ? 32 : 112;
-    if (cfg.patch == 0) cfg.patch = syn ? 8 : 16;
-    if (opt.epochs == 0) opt.epochs = syn ? 20 : 30;
-    if (model == "auto") {
-      model = syn ? "custom" : "tiny";
-      if (syn) cfg.dim = 64, cfg.depth = 4, cfg.heads = 2, cfg.mlp_hidden = 128;
-    }
-    cfg.set_size(model);
-    if (dim) cfg.dim = dim;
-    if (depth) cfg.depth = depth;
-    if (heads) cfg.heads = heads;
-    if (mlp) cfg.mlp_hidden = mlp;
-    else if (dim) cfg.mlp_hidden = 4 * cfg.dim;
-    cfg.drop = drop;
-    LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
-    cfg.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
-    opt.validate();
-    LIERE_ENSURE(vo.normalise == "auto" || vo.normalise == "imagenet" || vo.normalise == "unit",
-                 "--normalise " << vo.normalise << ": allowed: auto, imagenet, unit");
-    LIERE_ENSURE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
-    LIERE_ENSURE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
-    LIERE_ENSURE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
-    LIERE_ENSURE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
-                 "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
-    LIERE_ENSURE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
-    LIERE_ENSURE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
-    LIERE_ENSURE(vo.bench_data >= 0, "--bench-data must be >= 0");
-    cfg.channels = 3;
-    cfg.image = {T, S, S};
-    cfg.classes = syn ? vo.syn_classes : 101;
-    LIERE_ENSURE(compare.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
-    if (compare.empty() && !pe_given && syn && !opt.dry_run && opt.bench_steps == 0 && vo.bench_data == 0)
-      compare = default_compare;
-
-    // --dry-run: the model; with --root also the data: the lists, the first training clip decoded and one forward pass.
-    if (opt.dry_run) {
-      if (!syn) {
-        data::Ucf101 tr(vo.root, set_options(vo, T, stride, S, true, ""));
-        data::Ucf101 te(vo.root, set_options(vo, T, stride, S, false, ""));
-        cfg.classes = tr.num_classes();
-        app::Trainer t(cfg, opt, "ucf101");
-        std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
-        std::cout << "data: " << tr.layout().videos_dir << " (lists " << tr.layout().lists_dir << "), split " << vo.split
-                  << ": " << tr.size() << " training and " << te.size() << " test clips, " << tr.num_classes()
-                  << " classes\n";
-        const auto t0 = std::chrono::steady_clock::now();
-        Tensor x(Shape{1, 3, T, S, S});
-        std::vector<std::uint8_t> px(tr.clip_bytes());
-        const int label = tr.load(0, px.data());
-        const double ms = 1000 * seconds_since(t0);
-        normalise(px.data(), 1, px.size() / 3, x.data(), vo.norm());
-        Tape tape;
-        auto _ = tape.no_grad();
-        tape.set_training(false);
-        Var xv(x);
-        Var logits = t.model().forward(tape, xv);
-        const double loss = ops::cross_entropy(tape, logits, std::vector<int>{label}).item();
-        LIERE_ENSURE(std::isfinite(loss), "the forward pass of the first clip gave a loss of " << loss);
-        std::cout << "first training clip: " << tr.clip_path(0) << " (class " << tr.class_names()[std::size_t(label)]
-                  << ") decoded to 3x" << T << "x" << S << "x" << S << " in " << std::fixed << std::setprecision(1) << ms
-                  << " ms; forward pass: loss " << std::setprecision(4) << loss << "\n";
-      } else {
-        app::Trainer t(cfg, opt, "passing");
-        std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
-      }
+    Setup s;
+    if (!parse_flags(argc, argv, s)) return 0;
+    if (s.opt.dry_run) {
+      dry_run(s);
       return 0;
     }
-    if (opt.bench_steps > 0 && vo.bench_data == 0) {
-      app::Trainer t(cfg, opt, syn ? "passing" : "ucf101");
-      t.bench(opt.bench_steps);
+    if (s.opt.bench_steps > 0 && s.vo.bench_data == 0) {
+      app::dry_run_or_bench(s.cfg, s.opt, s.name());
       return 0;
     }
 
-    VideoSets d;
-    d.name = syn ? "passing" : "ucf101";
-    d.norm = vo.norm();
-    // The synthetic task is written once, by rank 0 (no deadline: writing it may take minutes); the others reuse it.
-    app::Comm& comm = app::Comm::world();
-    if (syn && comm.distributed() && comm.root()) prepare_synthetic(vo, T, stride, S);
-    comm.barrier("waiting for rank 0 to write the synthetic task", 0);
-    const std::string root = syn ? prepare_synthetic(vo, T, stride, S) : vo.root;
-    if (vo.bench_data > 0) {
-      bench_data(vo, T, stride, S, root);
-      if (opt.bench_steps > 0) {
-        app::Trainer t(cfg, opt, d.name);
-        t.bench(opt.bench_steps);
-      }
+    const std::string root = data_root(s);
+    if (s.vo.bench_data > 0) {
+      bench_data(s.vo, s.T, s.stride, s.S, root);
+      app::dry_run_or_bench(s.cfg, s.opt, s.name());  // and --bench-steps when given
       return 0;
     }
-    const std::string cache = cache_dir_for(vo, root);
-    d.train = std::make_unique<data::Ucf101>(root, set_options(vo, T, stride, S, true, cache));
-    d.test = std::make_unique<data::Ucf101>(root, set_options(vo, T, stride, S, false, cache));
-    LIERE_ENSURE(d.train->class_names() == d.test->class_names(), "the training and test sets have different classes");
-    cfg.classes = d.train->num_classes();
-    index_test_set(d);
-    LIERE_ENSURE(d.train->size() >= opt.batch, "the training set has " << d.train->size() << " clips, fewer than one batch ("
-                                                                        << opt.batch << "); lower --batch");
-    std::cerr << "data: " << d.train->layout().videos_dir << ", split " << vo.split << ": " << d.train->size()
-              << " training and " << d.test_index.size() << " test clips, " << cfg.classes << " classes; clips " << T
-              << " frames (stride " << stride << ") of " << S << "x" << S << "; cache "
-              << (cache.empty() ? std::string("none") : cache) << "\n";
-
-    auto data_summary = [&](train::Metrics& s) {
-      s.emplace_back("data", d.name);
-      s.emplace_back("root", root);
-      s.emplace_back("split", vo.split);
-      s.emplace_back("frames", T);
-      s.emplace_back("stride", stride);
-      s.emplace_back("size", S);
-      s.emplace_back("normalise", vo.norm() == Normalise::imagenet ? "imagenet" : "unit");
-      s.emplace_back("train_n", d.train->size());
-      s.emplace_back("skipped_clips", int(d.train->skipped().size() + d.test->skipped().size()));
-    };
-
-    if (compare.empty()) {
-      const VideoRun r = train_one(cfg, opt, d);
-      if (!opt.predictions.empty()) train::write_predictions(opt.predictions, r.result.labels, r.result.preds);
-      if (!opt.summary_json.empty()) {
-        train::Metrics s = {{"test_acc", r.result.acc},
-                            {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
-                            {"test_loss", r.result.loss},
-                            {"test_n", int(r.result.correct.size())},
-                            {"pe", cfg.pe.label()},
-                            {"pe_config", cfg.pe.describe()},
-                            {"model", cfg.describe()},
-                            {"pe_params", r.pe_params},
-                            {"total_params", r.total_params},
-                            {"train_clips_per_s", r.clips_per_s},
-                            {"data_load_seconds", r.load_seconds},
-                            {"epochs", opt.epochs},
-                            {"seed", opt.seed}};
-        data_summary(s);
-        train::write_json_atomic(opt.summary_json, s);
-      }
+    const VideoSets d = open_sets(s, root);
+    if (s.compare.list.empty()) {  // one encoding
+      train_single(s, d, root);
       return 0;
     }
-
-    // --compare: every encoding under the same budget, on the same clips and the same training order.
-    const auto labels = app::split_list(compare);
-    LIERE_ENSURE(!labels.empty(), "--compare: no encodings given");
-    std::vector<VideoRun> runs;
-    for (const auto& l : labels) {
-      nn::VitConfig c = cfg;
-      c.pe = app::parse_pe_label(l, cfg.pe);
-      app::TrainOptions o = opt;
-      o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
-      if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + ".jsonl";
-      if (!opt.save.empty()) o.save = opt.save + "." + c.pe.label() + ".safetensors";
-      runs.push_back(train_one(c, o, d));
-      if (!opt.predictions.empty())
-        train::write_predictions(opt.predictions + "." + c.pe.label() + ".txt", runs.back().result.labels,
-                                 runs.back().result.preds);
-    }
-
-    // Paired bootstrap of every run against the first (10000 resamples, seed 0), as compare_runs does.
-    std::vector<train::PairedBootstrap> pb(runs.size());
-    for (std::size_t k = 1; k < runs.size(); ++k)
-      pb[k] = train::paired_bootstrap(runs[k].result.correct, runs[0].result.correct, 10000, 0.95, 0);
-    std::cout << "\n" << d.name << ": test accuracy on " << d.test_index.size() << " clips, 95% bootstrap CI; paired "
-              << "bootstrap against " << runs[0].label << " (10000 resamples)\n"
-              << "budget: " << opt.epochs << " epochs x " << d.train->size() << " clips, batch " << opt.batch << ", lr "
-              << opt.lr << ", " << cfg.describe() << "\n\n";
-    std::cout << std::left << std::setw(14) << "encoding" << std::setw(9) << "acc %" << std::setw(17) << "95% CI"
-              << std::setw(10) << "diff pp" << std::setw(19) << "diff 95% CI" << std::setw(10) << "p" << std::setw(11)
-              << "pe params" << "clips/s\n";
-    for (std::size_t k = 0; k < runs.size(); ++k) {
-      const auto& r = runs[k];
-      // "0.0123", or "≤ 0.0002" when no resample crossed 0 (the floor 2/10001, a bound); its "≤" is 3 bytes
-      // wide and 1 column.
-      const std::string p = k ? train::p_value_text(pb[k]) : "";
-      const int p_width = 10 + (pb[k].p_bound && k ? 2 : 0);
-      std::cout << std::left << std::setw(14) << r.label << std::setw(9) << app::fmt_pct(r.result.acc) << std::setw(17)
-                << (app::fmt_pct(r.result.ci.lo) + " - " + app::fmt_pct(r.result.ci.hi)) << std::setw(10)
-                << (k ? app::fmt_pct(pb[k].diff) : "") << std::setw(19)
-                << (k ? app::fmt_pct(pb[k].diff_lo) + " - " + app::fmt_pct(pb[k].diff_hi) : "") << std::setw(p_width)
-                << p << std::setw(11) << r.pe_params << std::fixed << std::setprecision(1) << r.clips_per_s
-                << std::defaultfloat << "\n";
-    }
-
-    if (!compare_json.empty()) {
-      std::string rows = "[";
-      for (std::size_t k = 0; k < runs.size(); ++k) {
-        const auto& r = runs[k];
-        train::Metrics m{{"pe", r.label},
-                         {"test_acc", r.result.acc},
-                         {"test_acc_ci95", std::vector<double>{r.result.ci.lo, r.result.ci.hi}},
-                         {"test_loss", r.result.loss},
-                         {"test_n", int(r.result.correct.size())},
-                         {"pe_params", r.pe_params},
-                         {"total_params", r.total_params},
-                         {"train_clips_per_s", r.clips_per_s}};
-        if (k) {
-          m.emplace_back("vs", runs[0].label);
-          m.emplace_back("diff", pb[k].diff);
-          m.emplace_back("diff_ci95", std::vector<double>{pb[k].diff_lo, pb[k].diff_hi});
-          m.emplace_back("p_value", pb[k].p_value);
-          m.emplace_back("p_bound", pb[k].p_bound);
-        }
-        rows += (k ? ",\n  " : "\n  ") + train::to_json(m);
-      }
-      rows += "\n]\n";
-      io::write_file_atomic(compare_json, rows, {"--compare-json", {}});
-      std::cerr << "table: " << compare_json << "\n";
-    }
-    if (!compare_png.empty()) {
-      std::vector<const app::EvalResult*> results;
-      for (const auto& r : runs) results.push_back(&r.result);
-      app::write_accuracy_chart(compare_png, d.name + ": test accuracy (" + std::to_string(d.test_index.size()) + " clips, 95% CI)",
-                                "clips " + std::to_string(T) + "x" + std::to_string(S) + "x" + std::to_string(S), {d.name},
-                                labels, results);
-      std::cerr << "chart: " << compare_png << "\n";
-    }
-    if (!opt.summary_json.empty()) {
-      train::Metrics s;
-      for (std::size_t k = 0; k < runs.size(); ++k) {
-        const auto& r = runs[k];
-        s.emplace_back("test_acc_" + r.label, r.result.acc);
-        s.emplace_back("test_acc_ci95_" + r.label, std::vector<double>{r.result.ci.lo, r.result.ci.hi});
-        if (k) s.emplace_back("p_value_" + r.label + "_vs_" + runs[0].label, pb[k].p_value);
-      }
-      s.emplace_back("epochs", opt.epochs);
-      s.emplace_back("seed", opt.seed);
-      data_summary(s);
-      train::write_json_atomic(opt.summary_json, s);
-    }
+    const auto labels = s.compare.labels();
+    report_comparison(s, d, root, labels, train_all(s, d, labels));
     return 0;
   });
 }

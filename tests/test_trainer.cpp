@@ -1,12 +1,14 @@
 // The trainers' loop (examples/app/trainer.hpp): resuming is exact, a NaN loss stops training and leaves the
 // last good checkpoint intact, a checkpoint of another model or encoding is refused with a clear error,
-// and the flags parser rejects what it does not know.
+// the flags parser rejects what it does not know and checks every kind of value, and ModelOptions gives every
+// trainer the same model flags.
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 namespace {
@@ -318,6 +320,133 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--lr", "1e999"}), Catch::Contains("expected a finite number"));
   CHECK_THROWS_WITH(parse({"--lr", "nan"}), Catch::Contains("expected a finite number"));
   CHECK(std::get<1>(parse({"--lr", "1e-310"})) > 0);  // a denormal is still a number
+}
+
+// argv for Flags::parse from a list of arguments.
+struct Argv {
+  std::vector<std::string> args;
+  std::vector<char*> ptrs;
+  explicit Argv(std::vector<std::string> a) : args(std::move(a)) {
+    ptrs.push_back(const_cast<char*>("prog"));
+    for (auto& x : args) ptrs.push_back(x.data());
+  }
+  int argc() { return int(ptrs.size()); }
+  char** argv() { return ptrs.data(); }
+};
+
+TEST_CASE("flags: ranges, unsigned seeds, optional numbers, repeatable strings, custom parsers, positionals", "[trainer]") {
+  struct Parsed {
+    int frames = 8;
+    double noise = 0;
+    std::uint64_t seed = 0;
+    std::optional<double> y_min;
+    std::vector<std::string> ys, files;
+    std::string grid = "8x8";
+    bool given_frames = false, given_seed = false;
+  };
+  auto parse = [](std::vector<std::string> args, bool positional = true) {
+    Parsed p;
+    app::Flags f("prog", "test");
+    f.add("frames", &p.frames, "", app::Range{2, 1024});
+    f.add("noise", &p.noise, "", app::Range{0, 64});
+    f.add("seed", &p.seed, "");
+    f.add("y-min", &p.y_min, "");
+    f.add("y", &p.ys, "", "KEY");
+    f.add("grid", "G", "", [&](const std::string& v) {
+            LIERE_ENSURE(v.find('x') != std::string::npos, "expected sizes joined by 'x'");
+            p.grid = v;
+          }, [&] { return p.grid; });
+    if (positional) f.positional("FILE...", &p.files, "");
+    Argv a(std::move(args));
+    f.parse(a.argc(), a.argv());
+    p.given_frames = f.given("frames");
+    p.given_seed = f.given("seed");
+    return p;
+  };
+  const Parsed p = parse({"a.jsonl", "--frames", "1024", "--noise=0.5", "--seed", "18446744073709551615", "--y", "acc",
+                          "b.jsonl", "--y=loss", "--y-min", "-1", "--grid", "4x8"});
+  CHECK(p.frames == 1024);
+  CHECK(p.noise == 0.5);
+  CHECK(p.seed == 18446744073709551615ull);
+  CHECK(p.y_min == -1.0);
+  CHECK(p.ys == std::vector<std::string>{"acc", "loss"});
+  CHECK(p.files == std::vector<std::string>{"a.jsonl", "b.jsonl"});
+  CHECK(p.grid == "4x8");
+  CHECK(p.given_frames);
+  const Parsed d = parse({});
+  CHECK((d.frames == 8 && !d.y_min && d.ys.empty() && d.files.empty() && !d.given_frames && !d.given_seed));
+  CHECK_THROWS_WITH(parse({"--frames", "1"}),
+                    Catch::Contains("--frames 1: ") && Catch::Contains("expected an integer in [2, 1024]"));
+  CHECK_THROWS_WITH(parse({"--frames", "1025"}), Catch::Contains("expected an integer in [2, 1024]"));
+  CHECK_THROWS_WITH(parse({"--noise", "64.5"}), Catch::Contains("expected a number in [0, 64]"));
+  CHECK_THROWS_WITH(parse({"--seed", "-1"}), Catch::Contains("expected a non-negative integer, got '-1'"));
+  CHECK_THROWS_WITH(parse({"--seed", "18446744073709551616"}),
+                    Catch::Contains("expected an integer in [0, 18446744073709551615]"));
+  CHECK_THROWS_WITH(parse({"--y-min", "inf"}), Catch::Contains("expected a finite number"));
+  CHECK_THROWS_AS(parse({"--grid", "8y8"}), app::UsageError);
+  CHECK_THROWS_WITH(parse({"--grid", "8y8"}),
+                    Catch::Contains("--grid 8y8: ") && Catch::Contains("expected sizes joined by 'x'"));
+  CHECK_THROWS_WITH(parse({"a.jsonl"}, false), Catch::Contains("unexpected argument 'a.jsonl'"));
+}
+
+TEST_CASE("flags: --help lists every flag with its default, long help wrapped under it", "[trainer]") {
+  int n = 3;
+  std::vector<std::string> files;
+  app::Flags f("prog", "Summary line.");
+  f.section("Options");
+  f.positional("FILE...", &files, "the inputs");
+  f.add("n", &n, std::string(150, 'w').replace(70, 1, " "), app::Range{0, 9});
+  const std::string u = f.usage();
+  CHECK(u.rfind("usage: prog [options] FILE...\nSummary line.\n", 0) == 0);
+  CHECK_THAT(u, Catch::Contains("  FILE...               the inputs\n"));
+  CHECK_THAT(u, Catch::Contains("  --n N                 " + std::string(70, 'w') + "\n" + std::string(24, ' ') +
+                                std::string(79, 'w') + "  [3]\n"));
+}
+
+TEST_CASE("ModelOptions: --model sizes and overrides, or the program's own sizes; the trainers' model flags",
+          "[trainer]") {
+  auto config = [](app::ModelOptions m, std::vector<std::string> args, std::string* help = nullptr) {
+    app::Flags f("prog", "test");
+    m.add_flags(f);
+    Argv a(std::move(args));
+    f.parse(a.argc(), a.argv());
+    if (help) *help = f.usage() + f.canonical();
+    return m.config();
+  };
+  const app::ModelOptions sized;  // train_cifar's: --model tiny
+  nn::VitConfig c = config(sized, {});
+  CHECK((c.dim == 192 && c.depth == 12 && c.heads == 3 && c.mlp_hidden == 768 && c.pool == nn::Pool::cls));
+  c = config(sized, {"--model", "small", "--dim", "64", "--heads", "4"});  // --dim: the MLP follows it (4 x dim)
+  CHECK((c.dim == 64 && c.depth == 12 && c.heads == 4 && c.mlp_hidden == 256));
+  c = config(sized, {"--model", "base", "--mlp", "100", "--pool", "mean", "--patch", "8", "--pe", "rope-mixed"});
+  CHECK((c.dim == 768 && c.mlp_hidden == 100 && c.pool == nn::Pool::mean && c.patch == 8));
+  CHECK(c.pe.label() == "rope-mixed");
+  c = config(sized, {"--model", "custom", "--depth", "2"});  // custom: the defaults of cfg
+  CHECK((c.dim == 192 && c.depth == 2 && c.mlp_hidden == 768));
+  CHECK_THROWS_WITH(config(sized, {"--model", "huge"}), Catch::Contains("--model: unknown size 'huge'"));
+  CHECK_THROWS_WITH(config(sized, {"--pool", "max"}), Catch::Contains("--pool max: allowed: cls, mean"));
+
+  app::ModelOptions fixed;  // train_arrows': no --model, no --patch, --dim … are the sizes
+  fixed.model.clear();
+  fixed.patch_flag = false;
+  fixed.cfg.patch = 12;
+  fixed.cfg.dim = 128, fixed.cfg.depth = 4, fixed.cfg.heads = 2, fixed.cfg.mlp_hidden = 256;
+  std::string help;
+  c = config(fixed, {"--dim", "512", "--block", "4"}, &help);
+  CHECK((c.dim == 512 && c.depth == 4 && c.heads == 2 && c.mlp_hidden == 256 && c.patch == 12));  // no 4 x dim here
+  CHECK(c.pe.block == 4);
+  CHECK_THAT(help, Catch::Contains("--dim N               token width  [128]") && !Catch::Contains("--model") &&
+                       !Catch::Contains("--patch") && !Catch::Contains("--tubelet"));
+  CHECK_THROWS_WITH(config(fixed, {"--model", "tiny"}), Catch::Contains("unknown option --model"));
+  // What data-parallel ranks compare (Flags::canonical) holds the model flags and the encoding.
+  CHECK_THAT(help, Catch::Contains("\ndim=512\n") && Catch::Contains("\npool=cls\n") &&
+                       Catch::Contains("pe=liere block=4"));
+
+  app::ModelOptions video;  // train_ucf101's: a tubelet
+  video.cfg.tubelet = 2;
+  c = config(video, {"--tubelet", "4"}, &help);
+  CHECK(c.tubelet == 4);
+  CHECK_THAT(help, Catch::Contains("--tubelet N"));
 }
 
 TEST_CASE("trainer: --log-every writes step rows between the epoch rows", "[trainer]") {

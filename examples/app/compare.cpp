@@ -8,6 +8,24 @@
 
 namespace liere::app {
 
+void CompareOptions::add_flags(Flags& f, const std::string& title, const std::string& example,
+                               const std::string& json_help) {
+  f.section(title);
+  f.add("compare", &list, "train each encoding in turn under the same budget, e.g. " + example, "LIST");
+  f.add("compare-json", &json, json_help, "PATH");
+  f.add("compare-png", &png, "the comparison as a bar chart with 95% CIs", "PATH");
+}
+
+void CompareOptions::root_writes_files() {
+  if (!Comm::world().root()) json.clear(), png.clear();
+}
+
+std::vector<std::string> CompareOptions::labels() const {
+  auto l = split_list(list);
+  LIERE_ENSURE(!l.empty(), "--compare: no encodings given");
+  return l;
+}
+
 PEConfig parse_pe_label(const std::string& label, const PEConfig& base) {
   PEConfig c = base;
   std::smatch m;

@@ -1,5 +1,5 @@
-// examples/app/compare.hpp — what the trainers' --compare modes share: encoding labels ("abs", "liere8",
-// "comrope-ld4", …) to PEConfigs, and comma-separated lists.
+// examples/app/compare.hpp — what the trainers' --compare modes share: the --compare flags, encoding labels
+// ("abs", "liere8", "comrope-ld4", …) to PEConfigs, and comma-separated lists.
 //
 //   for (const auto& l : app::split_list("abs,liere8")) cfg.pe = app::parse_pe_label(l, base_pe);
 #pragma once
@@ -11,6 +11,24 @@
 #include <vector>
 
 namespace liere::app {
+
+// --compare LIST, --compare-json PATH, --compare-png PATH: train each encoding of LIST in turn under the same budget
+// (train_arrows, train_ucf101).
+struct CompareOptions {
+  std::string list, json, png;
+
+  // A section `title` with the three flags; `example` is a LIST for --compare's help.
+  void add_flags(Flags& f, const std::string& title, const std::string& example, const std::string& json_help);
+  // Without --pe and --compare on the command line (f parsed), `fallback` becomes the list: a program's default
+  // comparison.
+  void default_to(const Flags& f, const std::string& fallback) {
+    if (list.empty() && !f.given("pe")) list = fallback;
+  }
+  // Ranks other than 0 write no files: clears --compare-json and --compare-png there.
+  void root_writes_files();
+  // The labels of the list; an empty list is an error.
+  std::vector<std::string> labels() const;
+};
 
 // "liere8" → --pe liere --block 8 (likewise comrope-ap<N>, comrope-ld<N>); any other label is a --pe value
 // ("abs", "visionllama", "rope-mixed", …). The other encoding flags come from `base`.

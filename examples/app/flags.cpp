@@ -14,7 +14,6 @@
 namespace liere::app {
 
 namespace {
-// A default value as the --help text shows it.
 // An int flag's value: to_int's, and in int's range.
 int to_int32(const std::string& s) {
   const long long v = Flags::to_int(s);
@@ -22,11 +21,67 @@ int to_int32(const std::string& s) {
   return int(v);
 }
 
+// A value as --help and canonical() show it.
 template <class T>
 std::string text(const T& v) {
   std::ostringstream d;
   d << v;
   return d.str();
+}
+// A double as canonical() compares it: every digit.
+std::string exact(double v) {
+  std::ostringstream o;
+  o << std::setprecision(17) << v;
+  return o.str();
+}
+std::string text(const std::vector<int>& v) {
+  std::string t;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(v[i]);
+  }
+  return t;
+}
+std::string text(const std::vector<std::string>& v) {
+  std::string t;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) t += ' ';
+    t += v[i];
+  }
+  return t;
+}
+
+// A flag's help text and `suffix` (its default), broken at spaces into lines of at most 110 columns, the later
+// ones indented under the first.
+std::string wrap(const std::string& text, const std::string& suffix = "") {
+  constexpr std::size_t kIndent = 24, kWidth = 110 - kIndent;
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > kWidth) {
+      out += line;
+      out += '\n';
+      out.append(kIndent, ' ');
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += w;
+  }
+  if (!suffix.empty() && !line.empty() && line.size() + suffix.size() > kWidth) {
+    out += line;
+    out += '\n';
+    out.append(kIndent, ' ');
+    line = suffix.substr(2);  // without the two spaces that separate it from the text
+  } else {
+    line += suffix;
+  }
+  return out + line;
+}
+
+// "an integer in [2, 1024]" / "a number in [0, 64]".
+void check_range(double v, const std::optional<Range>& r, const char* what) {
+  auto end = [](double x) { return x == std::floor(x) && std::fabs(x) < 1e15 ? std::to_string((long long)x) : text(x); };
+  if (r) LIERE_ENSURE(v >= r->lo && v <= r->hi, "expected " << what << " in [" << end(r->lo) << ", " << end(r->hi) << "]");
 }
 }  // namespace
 
@@ -34,75 +89,96 @@ Flags::Flags(std::string program, std::string summary) : program_(std::move(prog
 
 void Flags::section(const std::string& title) { help_ << "\n" << title << ":\n"; }
 
-void Flags::add(const std::string& name, int* v, const std::string& help) {
-  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int32(s); });
-  getters_[name] = [v] { return text(*v); };
+void Flags::add(const std::string& name, int* v, const std::string& help, std::optional<Range> range) {
+  opt(name, "N", help, text(*v), [v, range](const std::string& s) {
+        const int x = to_int32(s);
+        check_range(x, range, "an integer");
+        *v = x;
+      }, [v] { return text(*v); });
 }
-void Flags::add(const std::string& name, std::int64_t* v, const std::string& help) {
-  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_int(s); });
-  getters_[name] = [v] { return text(*v); };
+void Flags::add(const std::string& name, std::int64_t* v, const std::string& help, std::optional<Range> range) {
+  opt(name, "N", help, text(*v), [v, range](const std::string& s) {
+        const long long x = to_int(s);
+        check_range(double(x), range, "an integer");
+        *v = x;
+      }, [v] { return text(*v); });
 }
-void Flags::add(const std::string& name, double* v, const std::string& help) {
-  opt(name, "X", help, text(*v), [v](const std::string& s) { *v = to_double(s); });
-  getters_[name] = [v] {
-    std::ostringstream o;
-    o << std::setprecision(17) << *v;
-    return o.str();
-  };
+void Flags::add(const std::string& name, std::uint64_t* v, const std::string& help) {
+  opt(name, "N", help, text(*v), [v](const std::string& s) { *v = to_uint(s); }, [v] { return text(*v); });
+}
+void Flags::add(const std::string& name, double* v, const std::string& help, std::optional<Range> range) {
+  opt(name, "X", help, text(*v), [v, range](const std::string& s) {
+        const double x = to_double(s);
+        check_range(x, range, "a number");
+        *v = x;
+      }, [v] { return exact(*v); });
+}
+void Flags::add(const std::string& name, std::optional<double>* v, const std::string& help) {
+  opt(name, "X", help, *v ? text(**v) : std::string("none"), [v](const std::string& s) { *v = to_double(s); },
+      [v] { return *v ? exact(**v) : std::string("none"); });
 }
 void Flags::add(const std::string& name, std::string* v, const std::string& help, const std::string& metavar) {
-  opt(name, metavar, help, v->empty() ? std::string("none") : *v, [v](const std::string& s) { *v = s; });
-  getters_[name] = [v] { return *v; };
+  opt(name, metavar, help, v->empty() ? std::string("none") : *v, [v](const std::string& s) { *v = s; },
+      [v] { return *v; });
 }
 void Flags::add(const std::string& name, std::vector<int>* v, const std::string& help) {
-  std::string d;
-  for (std::size_t i = 0; i < v->size(); ++i) {
-    if (i) d += ',';
-    d += std::to_string((*v)[i]);
-  }
-  opt(name, "LIST", help, d.empty() ? std::string("none") : d, [v](const std::string& s) {
-    v->clear();
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ',')) v->push_back(to_int32(item));
-  });
-  getters_[name] = [v] {
-    std::string t;
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      if (i) t += ',';
-      t += std::to_string((*v)[i]);
-    }
-    return t;
-  };
+  opt(name, "LIST", help, v->empty() ? std::string("none") : text(*v), [v](const std::string& s) {
+        v->clear();
+        std::stringstream ss(s);
+        std::string item;
+        while (std::getline(ss, item, ',')) v->push_back(to_int32(item));
+      }, [v] { return text(*v); });
+}
+void Flags::add(const std::string& name, std::vector<std::string>* v, const std::string& help, const std::string& metavar) {
+  opt(name, metavar, help, v->empty() ? std::string("none") : text(*v), [v](const std::string& s) { v->push_back(s); },
+      [v] { return text(*v); });
+}
+void Flags::add(const std::string& name, const std::string& metavar, const std::string& help,
+                std::function<void(const std::string&)> set, std::function<std::string()> get) {
+  const std::string def = get();
+  opt(name, metavar, help, def.empty() ? std::string("none") : def, std::move(set), std::move(get));
 }
 void Flags::add_switch(const std::string& name, bool* v, const std::string& help) {
   switches_[name] = v;
   getters_[name] = [v] { return std::string(*v ? "on" : "off"); };
-  help_ << "  --" << std::left << std::setw(19) << name << " " << help << "\n";
+  help_ << "  --" << std::left << std::setw(19) << name << " " << wrap(help) << "\n";
 }
 void Flags::add_pe(PEConfig* pe) {
   pe_ = pe;
   help_ << "\nPosition encoding:\n" << PEConfig::flags_help();
 }
+void Flags::positional(const std::string& metavar, std::vector<std::string>* v, const std::string& help) {
+  positional_ = v;
+  positional_metavar_ = metavar;
+  help_ << "  " << std::left << std::setw(21) << metavar << " " << wrap(help) << "\n";
+  getters_[" args"] = [v] { return text(*v); };  // a name no flag has
+}
 
 std::string Flags::usage() const {
-  return "usage: " + program_ + " [options]\n" + summary_ + "\n" + help_.str() + "\n  --help               this text\n";
+  return "usage: " + program_ + " [options]" + (positional_ ? " " + positional_metavar_ : std::string()) + "\n" +
+         summary_ + "\n" + help_.str() + "\n  --help               this text\n";
 }
 
 bool Flags::parse(int argc, char** argv) {
+  given_.clear();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::cout << usage();
       return false;
     }
-    if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + a + "'");
+    if (a.rfind("--", 0) != 0) {
+      if (!positional_) throw UsageError("unexpected argument '" + a + "'");
+      positional_->push_back(a);
+      continue;
+    }
     std::string name = a.substr(2), value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) value = name.substr(eq + 1), name = name.substr(0, eq), has_value = true;
     if (auto s = switches_.find(name); s != switches_.end()) {
       if (has_value) throw UsageError("--" + name + " takes no value");
       *s->second = true;
+      given_.insert(name);
       continue;
     }
     if (!has_value) {
@@ -115,6 +191,7 @@ bool Flags::parse(int argc, char** argv) {
       } catch (const Error& e) {
         throw UsageError("--" + name + " " + value + ": " + e.what());
       }
+      given_.insert(name);
       continue;
     }
     if (pe_) {
@@ -124,7 +201,10 @@ bool Flags::parse(int argc, char** argv) {
       } catch (const Error& e) {
         throw UsageError(e.what());
       }
-      if (known) continue;
+      if (known) {
+        given_.insert(name);
+        continue;
+      }
     }
     throw UsageError("unknown option --" + name);
   }
@@ -178,6 +258,16 @@ long long Flags::to_int(const std::string& s) {
   return v;
 }
 
+std::uint64_t Flags::to_uint(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  LIERE_ENSURE(!s.empty() && s[0] >= '0' && s[0] <= '9' && end && *end == '\0',
+               "expected a non-negative integer, got '" << s << "'");
+  LIERE_ENSURE(errno != ERANGE, "expected an integer in [0, " << ULLONG_MAX << "], got '" << s << "'");
+  return v;
+}
+
 double Flags::to_double(const std::string& s) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
@@ -187,9 +277,10 @@ double Flags::to_double(const std::string& s) {
 }
 
 void Flags::opt(const std::string& name, const std::string& metavar, const std::string& help, const std::string& def,
-                std::function<void(const std::string&)> set) {
+                std::function<void(const std::string&)> set, std::function<std::string()> get) {
   setters_[name] = std::move(set);
-  help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << help << "  [" << def << "]\n";
+  getters_[name] = std::move(get);
+  help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << wrap(help, "  [" + def + "]") << "\n";
 }
 
 }  // namespace liere::app

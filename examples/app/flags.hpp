@@ -1,11 +1,15 @@
-// examples/app/flags.hpp — the programs' command lines: `--name value` or `--name=value` options, switches,
-// the position-encoding flags (PEConfig) and a --help text built from the declarations.
+// examples/app/flags.hpp — the command lines of every program in examples/: `--name value` or `--name=value`
+// options, switches, positional arguments, the position-encoding flags (PEConfig) and a --help text built from
+// the declarations. Groups of flags several programs share are declared once, next to what they fill:
+// ModelOptions and TrainOptions (app/trainer.hpp), CompareOptions (app/compare.hpp).
 //
 //   Flags f("train_cifar", "Trains a ViT ...");
 //   f.section("Training");
 //   f.add("epochs", &epochs, "epochs");            // --epochs N      epochs  [10]
+//   f.add("frames", &frames, "frames", {2, 1024}); // out of range: "--frames 9999: expected an integer in [2, 1024]"
 //   f.add_switch("dry-run", &dry_run, "...");
 //   f.add_pe(&cfg.pe);
+//   f.positional("FILE...", &files, "metrics files");
 //   if (!f.parse(argc, argv)) return 0;            // --help printed the usage
 //
 // A bad command line throws UsageError; run_main turns it into exit code 2 with a pointer to --help.
@@ -19,6 +23,8 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,20 +41,38 @@ struct AllRanksError : Error {
   using Error::Error;
 };
 
-// `--name value` or `--name=value`; switches take no value. Position-encoding flags go to a PEConfig.
+// The closed range a numeric option must lie in; a value outside is a UsageError naming the range.
+struct Range {
+  double lo, hi;
+};
+
+// `--name value` or `--name=value`; switches take no value. Position-encoding flags go to a PEConfig. Arguments
+// that do not start with "--" are positional (an error unless the program declares positional()).
 class Flags {
  public:
   Flags(std::string program, std::string summary);
 
   void section(const std::string& title);
-  void add(const std::string& name, int* v, const std::string& help);
-  void add(const std::string& name, std::int64_t* v, const std::string& help);
-  void add(const std::string& name, double* v, const std::string& help);
+  void add(const std::string& name, int* v, const std::string& help, std::optional<Range> range = {});
+  void add(const std::string& name, std::int64_t* v, const std::string& help, std::optional<Range> range = {});
+  // 0 to 2^64 - 1 (seeds).
+  void add(const std::string& name, std::uint64_t* v, const std::string& help);
+  void add(const std::string& name, double* v, const std::string& help, std::optional<Range> range = {});
+  // A number or, when not given, nothing ("none" in --help).
+  void add(const std::string& name, std::optional<double>* v, const std::string& help);
   void add(const std::string& name, std::string* v, const std::string& help, const std::string& metavar = "S");
   // A comma-separated list of integers, e.g. --eval-res 24,32,48.
   void add(const std::string& name, std::vector<int>* v, const std::string& help);
+  // Repeatable: every --name V appends V.
+  void add(const std::string& name, std::vector<std::string>* v, const std::string& help, const std::string& metavar);
+  // Any other type: `set` parses a value (an Error becomes a UsageError naming the flag), `get` writes the current
+  // one (the --help default and canonical()).
+  void add(const std::string& name, const std::string& metavar, const std::string& help,
+           std::function<void(const std::string&)> set, std::function<std::string()> get);
   void add_switch(const std::string& name, bool* v, const std::string& help);
   void add_pe(PEConfig* pe);
+  // The arguments that do not start with "--", in order; `metavar` names them in the usage line.
+  void positional(const std::string& metavar, std::vector<std::string>* v, const std::string& help);
 
   std::string usage() const;
 
@@ -58,23 +82,30 @@ class Flags {
   // Whether --name is an option of this program (a PE flag is known when a scratch PEConfig takes or rejects it).
   bool known(const std::string& name) const;
 
+  // Whether the last parse() saw --name (an option, a switch or a position-encoding flag).
+  bool given(const std::string& name) const { return given_.count(name) > 0; }
+
   // Every option's value (given or default) and every switch, "name=value" lines sorted by name, and the
   // position encoding's description: what the ranks of a data-parallel run compare (all but `ignore`).
   std::string canonical(const std::vector<std::string>& ignore = {}) const;
 
   static long long to_int(const std::string& s);
+  static std::uint64_t to_uint(const std::string& s);
   static double to_double(const std::string& s);
 
  private:
   void opt(const std::string& name, const std::string& metavar, const std::string& help, const std::string& def,
-           std::function<void(const std::string&)> set);
+           std::function<void(const std::string&)> set, std::function<std::string()> get);
 
   std::string program_, summary_;
   std::ostringstream help_;
   std::map<std::string, std::function<void(const std::string&)>> setters_;
   std::map<std::string, std::function<std::string()>> getters_;
   std::map<std::string, bool*> switches_;
+  std::set<std::string> given_;
   PEConfig* pe_ = nullptr;
+  std::vector<std::string>* positional_ = nullptr;
+  std::string positional_metavar_;
 };
 
 // How an error leaves main (run_main). A distributed run (app/comm.hpp) installs its own: `all_ranks` says that

@@ -25,6 +25,55 @@
 
 namespace liere::app {
 
+void ModelOptions::add_flags(Flags& f) {
+  f.section("Model");
+  const bool sized = !model.empty();
+  if (sized) f.add("model", &model, model_help);
+  if (patch_flag) f.add("patch", &cfg.patch, patch_help);
+  if (cfg.tubelet > 0) f.add("tubelet", &cfg.tubelet, "frames per tubelet");
+  if (sized) {
+    f.add("dim", &dim, "token width (0: from --model)");
+    f.add("depth", &depth, "layers (0: from --model)");
+    f.add("heads", &heads, "heads, head dim = dim / heads (0: from --model)");
+    f.add("mlp", &mlp, "MLP hidden width (0: --model's, or 4 x --dim when --dim is given)");
+  } else {
+    f.add("dim", &cfg.dim, "token width");
+    f.add("depth", &cfg.depth, "layers");
+    f.add("heads", &cfg.heads, "heads (head dim = dim / heads; liere64 needs 64)");
+    f.add("mlp", &cfg.mlp_hidden, "MLP hidden width");
+  }
+  f.add("drop", &cfg.drop, "dropout in the MLP");
+  f.add("pool", &pool, "cls (a CLS token, the paper's) or mean (the mean of the patch tokens)");
+  f.add_pe(&cfg.pe);
+}
+
+nn::VitConfig ModelOptions::config() const {
+  nn::VitConfig c = cfg;
+  if (!model.empty()) {
+    c.set_size(model);
+    if (dim) c.dim = dim;
+    if (depth) c.depth = depth;
+    if (heads) c.heads = heads;
+    if (mlp) c.mlp_hidden = mlp;
+    else if (dim) c.mlp_hidden = 4 * c.dim;
+  }
+  LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
+  c.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
+  return c;
+}
+
+bool dry_run_or_bench(const nn::VitConfig& cfg, const TrainOptions& opt, const std::string& data_name) {
+  if (!opt.dry_run && opt.bench_steps == 0) return false;
+  Trainer t(cfg, opt, data_name);
+  if (opt.dry_run) std::cout << cfg.describe() << "\n" << cfg.pe.describe() << "\n" << t.dry_run_line() << "\n";
+  else t.bench(opt.bench_steps);
+  return true;
+}
+
+void TrainOptions::root_writes_files() {
+  if (!Comm::world().root()) summary_json.clear(), predictions.clear();
+}
+
 void TrainOptions::add_flags(Flags& f) {
   f.section("Training");
   f.add("epochs", &epochs, "epochs (0 with --init-from: evaluate the checkpoint's weights, no training)");

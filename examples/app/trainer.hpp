@@ -1,6 +1,6 @@
-// examples/app/trainer.hpp — what train_cifar and train_arrows share: the options every trainer takes, the
-// training loop, evaluation with a bootstrap CI, checkpoints, metrics, summaries and the speed benchmark.
-// The programs only say where the data come from.
+// examples/app/trainer.hpp — what train_cifar, train_arrows and train_ucf101 share: the flags every trainer takes
+// (ModelOptions, TrainOptions), the training loop, evaluation with a bootstrap CI, checkpoints, metrics, summaries
+// and the speed benchmark. The programs only say where the data come from.
 //
 // Determinism: the data of step s of epoch e depend only on (seed, e, s) and dropout draws from a generator
 // seeded by (seed, global step), so training N epochs in one go, or in pieces with --save/--resume at
@@ -30,6 +30,33 @@
 namespace liere::app {
 
 // ---- options shared by the trainers ---------------------------------------------------------------------
+// Two flag groups, declared once: ModelOptions (what is trained) and TrainOptions (how). A trainer sets its own
+// defaults on them, calls add_flags, parses, and asks ModelOptions::config() for the model. A new option of the
+// model or of the training loop (a number precision, say) goes into one of them, and every trainer has it with the
+// same name, default and meaning.
+
+// The model: a ViT (size, patch, tubelet, pooling, dropout) and its position encoding (the PEConfig flags).
+struct ModelOptions {
+  // --model: tiny, small, base or custom (the sizes of `cfg`, i.e. the program's). Empty: the program has no
+  // --model, and --dim, --depth, --heads, --mlp are `cfg`'s sizes themselves, with its values as defaults.
+  std::string model = "tiny";
+  std::string model_help = "tiny, small, base or custom";
+  // With --model: overrides, 0 keeps the size's (--mlp 0: the size's, or 4 x --dim when --dim is given).
+  int dim = 0, depth = 0, heads = 0, mlp = 0;
+  std::string pool = "cls";   // cls or mean
+  bool patch_flag = true;     // --patch (false: the task fixes the patch, train_arrows)
+  std::string patch_help = "patch size";
+  // The defaults of everything else: --patch, --tubelet (a video model: cfg.tubelet > 0), --drop and the encoding
+  // flags write into it. channels, image and classes are the data's: the program sets them.
+  nn::VitConfig cfg;
+
+  // Section "Model" and section "Position encoding".
+  void add_flags(Flags& f);
+  // cfg with --model's sizes, the overrides and --pool applied (--pool and --model checked).
+  nn::VitConfig config() const;
+};
+
+// How the model is trained: schedule, files, modes, device and the data-parallel settings.
 struct TrainOptions {
   int epochs = 10;
   int batch = 128;
@@ -45,7 +72,6 @@ struct TrainOptions {
   int bench_steps = 0;
   int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
   bool dry_run = false;
-  std::string model = "tiny";
   std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
   bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores
   // data parallel (mpirun)
@@ -53,13 +79,20 @@ struct TrainOptions {
   double bucket_mib = 4;        // gradient all-reduce bucket size
   bool no_overlap = false;      // all-reduce after backward instead of during it
 
+  // Sections "Training", "Files", "Modes" and "Data parallel".
   void add_flags(Flags& f);
   // Also checks the device: --device cuda without a CUDA build or device is a UsageError (exit code 2), and that
   // --batch divides among the ranks of a data-parallel run.
   void validate() const;
   // The device --device names (auto resolved).
   Device resolved_device() const;
+  // Ranks other than 0 write no files: clears --summary-json and --predictions there.
+  void root_writes_files();
 };
+
+// --dry-run prints the model, its parameter counts and FLOPs; --bench-steps N times N training steps. Returns
+// whether either was asked for (and done): the program then exits.
+bool dry_run_or_bench(const nn::VitConfig& cfg, const TrainOptions& opt, const std::string& data_name);
 
 // ---- data ---------------------------------------------------------------------------------------------
 // The training data: fill(epoch, step, batch, first, count, x, y) writes samples [first, first + count) of the

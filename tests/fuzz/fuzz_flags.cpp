@@ -1,13 +1,16 @@
 // tests/fuzz/fuzz_flags.cpp — the programs' command-line parser (examples/app/flags.hpp) with the trainers' flags
 // on arbitrary command lines: the position-encoding flags (PEConfig::set) and the flags of TrainOptions and
 // train_cifar, declared here with the same names and types (TrainOptions itself lives in trainer.cpp, which would
-// bring the whole engine into this build; its validate() is range checks on the parsed values).
+// bring the whole engine into this build; its validate() is range checks on the parsed values), and the kinds the
+// other programs use: ranges, unsigned seeds, optional numbers, repeatable strings, a custom parser, positional
+// arguments.
 //
 // Input: the arguments separated by NUL bytes. A command line either parses (then the encoding's describe() and
 // label() run on the result) or throws liere::Error (UsageError is one).
 #include <app/flags.hpp>
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +71,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   f.add("log-every", &log_every, "");
   f.add("bench-steps", &bench_steps, "");
   f.add_switch("dry-run", &dry_run, "");
+  // The other programs' kinds (plot_metrics, make_video_task, pe_diagnostics, compare_runs).
+  int frames = 8;
+  double noise = 0;
+  std::uint64_t useed = 0;
+  std::optional<double> y_min;
+  std::vector<std::string> ys, files;
+  std::vector<int> grid;
+  f.section("Others");
+  f.add("frames", &frames, "", app::Range{2, 1024});
+  f.add("noise", &noise, "", app::Range{0, 64});
+  f.add("useed", &useed, "");
+  f.add("y-min", &y_min, "");
+  f.add("y", &ys, "", "KEY");
+  f.add("grid", "G", "", [&](const std::string& v) {
+          grid.clear();
+          for (char c : v) grid.push_back(int(app::Flags::to_int(std::string(1, c))));
+        }, [&] { return std::to_string(grid.size()); });
+  f.positional("FILE...", &files, "");
   expect_result_or_error([&] {
     std::streambuf* old = std::cout.rdbuf(nullptr);  // --help prints the usage: not wanted 10^6 times
     struct Restore {
