@@ -7,6 +7,7 @@
 #include <liere/backend/cuda/blas_int.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/kernels/cross_entropy.hpp>
+#include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
 #include <liere/backend/kernels/rotate.hpp>
@@ -107,7 +108,8 @@ TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[k
   CHECK(max_abs_diff(dx, dx_cpu) <= 2e-6f);
 }
 
-TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
+TEST_CASE("kernels: patch_source (the GPU's im2col) and the CPU's im2col / col2im follow the convolution's layout",
+          "[kernels]") {
   PatchGeometry g;
   g.B = 2, g.C = 3;
   const bool video = GENERATE(false, true);
@@ -115,11 +117,68 @@ TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
   g.H = 8, g.W = 12, g.p = 4;
   const std::vector<float> x = randn(std::size_t(g.input_size()), 8);
   const Index rows = g.B * g.tokens(), K = g.patch_size();
+  // The layout written out here, not through kernels/patch.hpp: patch (b, it, ih, iw) in (t, h, w) row-major
+  // order, column ((c·tt + dt)·p + dy)·p + dx holding pixel x[b, c, it·tt + dt, ih·p + dy, iw·p + dx].
+  std::vector<float> expected(std::size_t(rows * K));
+  const Index nt = g.T / g.tt, nh = g.H / g.p, nw = g.W / g.p, p = g.p;
+  for (Index b = 0; b < g.B; ++b)
+    for (Index it = 0; it < nt; ++it)
+      for (Index ih = 0; ih < nh; ++ih)
+        for (Index iw = 0; iw < nw; ++iw)
+          for (Index c = 0; c < g.C; ++c)
+            for (Index dt = 0; dt < g.tt; ++dt)
+              for (Index dy = 0; dy < p; ++dy)
+                for (Index dx = 0; dx < p; ++dx) {
+                  const Index row = b * nt * nh * nw + (it * nh + ih) * nw + iw, k = ((c * g.tt + dt) * p + dy) * p + dx;
+                  const Index src = (((b * g.C + c) * g.T + it * g.tt + dt) * g.H + ih * p + dy) * g.W + iw * p + dx;
+                  expected[std::size_t(row * K + k)] = x[std::size_t(src)];
+                }
   std::vector<float> cols(std::size_t(rows * K));
   cpu::patch_im2col(x.data(), cols.data(), g);
+  CHECK(cols == expected);
   std::vector<float> gathered(cols.size());
   for (Index i = 0; i < rows * K; ++i) gathered[std::size_t(i)] = x[std::size_t(kernels::patch_source(g, i / K, i % K))];
-  CHECK(gathered == cols);
+  CHECK(gathered == expected);
+  // col2im scatters every value back to its pixel (the patches tile x: each pixel once), and accumulates.
+  std::vector<float> back(x.size(), 0.f);
+  cpu::patch_col2im_accumulate(cols.data(), back.data(), g);
+  CHECK(back == x);
+  cpu::patch_col2im_accumulate(cols.data(), back.data(), g);
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(back[i] == 2 * x[i]);
+}
+
+TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the CPU kernel's bits", "[kernels]") {
+  // N not a multiple of the chunk (64 rows): a short last chunk. dγ, dβ start non-zero: both accumulate.
+  const Index N = GENERATE(Index(1), Index(64), Index(150)), C = 37;
+  INFO("N " << N);
+  const std::vector<float> x = randn(std::size_t(N * C), 11), dy = randn(x.size(), 12), gamma = randn(std::size_t(C), 13),
+                           beta = randn(std::size_t(C), 14), dg0 = randn(std::size_t(C), 15), db0 = randn(std::size_t(C), 16);
+  std::vector<float> y(x.size()), mean(static_cast<std::size_t>(N)), rstd(static_cast<std::size_t>(N));
+  cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), N, C);
+  std::vector<float> dg = dg0, db = db0, part(std::size_t(kernels::layernorm_backward_scratch(N, C)));
+  cpu::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), nullptr, dg.data(), db.data(),
+                          part.data(), N, C);
+  // The CUDA kernels' decomposition: one thread per (chunk, column), then one per column; the threads in another
+  // order than the CPU's loops (the last first), as a GPU may run them.
+  std::vector<float> dg_gpu = dg0, db_gpu = db0, part_gpu(part.size(), -1.f);
+  const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
+  for (Index idx = nch * C - 1; idx >= 0; --idx)
+    kernels::layernorm_params_chunk(x.data(), mean.data(), rstd.data(), dy.data(), part_gpu.data(), N, C, idx / C,
+                                    idx % C, idx % C + 1);
+  for (Index i = 0; i < C; ++i) kernels::layernorm_params_finish(part_gpu.data(), N, C, i, dg_gpu.data(), db_gpu.data());
+  CHECK(dg_gpu == dg);
+  CHECK(db_gpu == db);
+  // And the sums themselves, in double: dγ += Σ_n dy ⊙ x̂, dβ += Σ_n dy.
+  for (Index i = 0; i < C; ++i) {
+    double sg = 0, sb = 0;
+    for (Index n = 0; n < N; ++n) {
+      const double xh = (double(x[std::size_t(n * C + i)]) - mean[std::size_t(n)]) * rstd[std::size_t(n)];
+      sg += double(dy[std::size_t(n * C + i)]) * xh;
+      sb += dy[std::size_t(n * C + i)];
+    }
+    CHECK(std::abs(dg[std::size_t(i)] - (dg0[std::size_t(i)] + sg)) <= 1e-4 * (1 + std::abs(sg)));
+    CHECK(std::abs(db[std::size_t(i)] - (db0[std::size_t(i)] + sb)) <= 1e-4 * (1 + std::abs(sb)));
+  }
 }
 
 // The dropout mask against statements that do not go through liere's code: SplitMix64 written out here (Steele, Lea,
