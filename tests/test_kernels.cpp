@@ -10,6 +10,7 @@
 #include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
+#include <liere/backend/kernels/reduce.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/pe/rotation_table.hpp>
@@ -178,6 +179,31 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
     }
     CHECK(std::abs(dg[std::size_t(i)] - (dg0[std::size_t(i)] + sg)) <= 1e-4 * (1 + std::abs(sg)));
     CHECK(std::abs(db[std::size_t(i)] - (db0[std::size_t(i)] + sb)) <= 1e-4 * (1 + std::abs(sb)));
+  }
+}
+
+TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumulate's bits", "[kernels]") {
+  // Rows: one short chunk, exactly one, three with a short last (256 rows each); columns over two of the CPU's
+  // column blocks of 64; rows strided (lda > C); out starts non-zero: the sums accumulate.
+  const Index N = GENERATE(Index(5), Index(256), Index(600)), C = 70, lda = C + 3;
+  INFO("N " << N);
+  const std::vector<float> a = randn(std::size_t(N * lda), 21), out0 = randn(std::size_t(C), 22);
+  std::vector<float> out = out0;
+  cpu::colsum_accumulate(a.data(), N, C, lda, out.data());
+  // The CUDA kernels' decomposition, threads in reverse order: one per (chunk, column), then one per column.
+  const Index nch = (N + kernels::kColSumChunk - 1) / kernels::kColSumChunk;
+  std::vector<float> part(std::size_t(nch * C), -1.f), out_gpu = out0;
+  for (Index idx = nch * C - 1; idx >= 0; --idx) {
+    const Index ch = idx / C, c = idx % C;
+    kernels::colsum_rows(a.data(), lda, ch * kernels::kColSumChunk, std::min(N, (ch + 1) * kernels::kColSumChunk), c,
+                         c + 1, part.data() + idx);
+  }
+  for (Index c = C - 1; c >= 0; --c) kernels::colsum_finish(part.data(), nch, C, c, out_gpu.data());
+  CHECK(out_gpu == out);
+  for (Index c = 0; c < C; ++c) {  // and the sums themselves, in double
+    double s = out0[std::size_t(c)];
+    for (Index r = 0; r < N; ++r) s += a[std::size_t(r * lda + c)];
+    CHECK(std::abs(out[std::size_t(c)] - s) <= 1e-4 * (1 + std::abs(s)));
   }
 }
 

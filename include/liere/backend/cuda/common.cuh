@@ -1,5 +1,5 @@
-// liere/backend/cuda/common.cuh — what the .cu files of the CUDA backend share: error checks, launch sizes, the
-// cuBLAS handle and the range check of cuBLAS's int arguments. Included by .cu files only (their temporaries are
+// liere/backend/cuda/common.cuh — what the .cu files of the CUDA backend share: error checks, launch sizes and the
+// launch helper (every kernel launch), the cuBLAS handle and the range check of cuBLAS's int arguments. Included by .cu files only (their temporaries are
 // DeviceBlocks, memory.hpp).
 #pragma once
 

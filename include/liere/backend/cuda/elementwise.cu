@@ -8,6 +8,7 @@
 #include <liere/backend/kernels/cross_entropy.hpp>
 #include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
+#include <liere/backend/kernels/reduce.hpp>
 
 #include <climits>
 
@@ -88,24 +89,19 @@ __global__ void k_sum_in_order(const double* part, Index n, double* out) {
   out[0] = a;
 }
 
-// colsum: stage 1, partial sums of chunks of kColChunk rows, one thread per (chunk, column).
-constexpr Index kColChunk = 256;
+// colsum (kernels/reduce.hpp): the chunks' sums, one thread per (chunk, column), then the chunks in order, one thread
+// per column: the CPU kernel's sums.
+using kernels::kColSumChunk;
 __global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float* part) {
-  const Index nch = (N + kColChunk - 1) / kColChunk;
+  const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
   LIERE_CUDA_LOOP(idx, nch * C) {
     const Index ch = idx / C, c = idx % C;
-    const Index r1 = (ch + 1) * kColChunk < N ? (ch + 1) * kColChunk : N;
-    float s = 0.f;
-    for (Index r = ch * kColChunk; r < r1; ++r) s += a[r * lda + c];
-    part[idx] = s;
+    const Index r1 = (ch + 1) * kColSumChunk < N ? (ch + 1) * kColSumChunk : N;
+    kernels::colsum_rows(a, lda, ch * kColSumChunk, r1, c, c + 1, part + idx);
   }
 }
 __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* out) {
-  LIERE_CUDA_LOOP(c, C) {
-    double s = 0.0;
-    for (Index ch = 0; ch < nch; ++ch) s += double(part[ch * C + c]);
-    out[c] += float(s);
-  }
+  LIERE_CUDA_LOOP(c, C) kernels::colsum_finish(part, nch, C, c, out);
 }
 
 __global__ void k_gelu(const float* x, float* y, Index n) {
@@ -236,7 +232,7 @@ void Ops::sum_backward(const float* dy, float* dx, Index n) { LIERE_CUDA_LAUNCH(
 
 void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) {
   if (N <= 0 || C <= 0) return;
-  const Index nch = (N + kColChunk - 1) / kColChunk;
+  const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
   const DeviceBlock part(std::size_t(nch * C) * sizeof(float));
   LIERE_CUDA_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part.get<float>());
   LIERE_CUDA_LAUNCH(k_colsum_finish, C, part.get<float>(), nch, C, out);
