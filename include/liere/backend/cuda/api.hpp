@@ -81,13 +81,13 @@ struct Ops {
   // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------
   static void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
                                 Index N, Index C, double eps);
-  static void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd,
-                                 const float* dy, float* dx, float* dg, float* db, float* scratch, Index N, Index C);
+  static void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
+                                 float* dx, float* dg, float* db, float* scratch, Index N, Index C);
 
   // ---- on cuBLAS: linear layers, patch embedding (linear.cu) ---------------------------------------------------
   static void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC);
-  static void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
-                              Index N, Index C, Index OC, bool overwrite_dx = false);
+  static void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
+                              Index C, Index OC, bool overwrite_dx = false);
   static void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch, float* y,
                                   const PatchGeometry& g, Index D);
   static void patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch, float* dx,
@@ -105,9 +105,8 @@ struct Ops {
   static void attention_forward(const AttentionCall& a, float* out, AttentionState& state);
   // dq, dk, dv in the layout of q, k, v (accumulated; all nullptr: none wanted); dtables / dtransforms: H entries
   // (nullptr: not wanted) or empty, accumulated.
-  static void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq,
-                                 float* dk, float* dv, const std::vector<float*>& dtables,
-                                 const std::vector<float*>& dtransforms);
+  static void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
+                                 float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms);
 };
 
 // ---- what the ops share inside the backend ---------------------------------------------------------------------

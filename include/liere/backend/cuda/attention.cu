@@ -270,7 +270,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
 }  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
 
 void Ops::attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
-                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
+                             float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
   State& st = state_of(state);
   const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
   LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D,
@@ -307,7 +307,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     dxk = dxq + rows * HD;
     LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
   } else {
-    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H, D);
+    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H,
+                      D);
   }
   // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
   DTables d{};
@@ -322,8 +323,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   if (d.count > 0) {
     const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
     const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H,
-                     D);
+    LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T,
+                      H, D);
   }
   if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);
   st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope

@@ -196,7 +196,9 @@ __global__ void k_layernorm_dx(const float* x, const float* g, const float* mean
 __global__ void k_layernorm_params_part(const float* x, const float* mean, const float* rstd, const float* dy, Index N,
                                         Index C, float* part) {
   const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
-  LIERE_CUDA_LOOP(idx, nch * C) kernels::layernorm_params_chunk(x, mean, rstd, dy, part, N, C, idx / C, idx % C, idx % C + 1);
+  LIERE_CUDA_LOOP(idx, nch * C) {
+    kernels::layernorm_params_chunk(x, mean, rstd, dy, part, N, C, idx / C, idx % C, idx % C + 1);
+  }
 }
 __global__ void k_layernorm_params_finish(const float* part, Index N, Index C, float* dg, float* db) {
   LIERE_CUDA_LOOP(i, C) kernels::layernorm_params_finish(part, N, C, i, dg, db);
@@ -225,9 +227,7 @@ void Ops::scale_forward(const float* x, float s, float* y, Index n) { LIERE_CUDA
 void Ops::scale_backward(float s, const float* dy, float* dx, Index n) {
   if (dx) LIERE_CUDA_LAUNCH(k_scale_acc, n, s, dy, dx, n);
 }
-void Ops::sum_forward(const float* x, float* y, Index n) {
-  LIERE_CUDA_LAUNCH_AS("k_sum", k_sum, 1, kThreads, x, y, n);
-}
+void Ops::sum_forward(const float* x, float* y, Index n) { LIERE_CUDA_LAUNCH_AS("k_sum", k_sum, 1, kThreads, x, y, n); }
 void Ops::sum_backward(const float* dy, float* dx, Index n) { LIERE_CUDA_LAUNCH(k_add_scalar, n, dy, dx, n); }
 
 void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) {
@@ -272,7 +272,7 @@ void Ops::mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Ind
 }
 
 void Ops::softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
-                                   float* row_loss, float* loss, Index B, Index K) {
+                                        float* row_loss, float* loss, Index B, Index K) {
   DeviceBlock own;
   if (!row_loss) own = DeviceBlock(std::size_t(B > 0 ? B : 1) * sizeof(float));
   float* rows = row_loss ? row_loss : own.get<float>();
@@ -281,7 +281,7 @@ void Ops::softmax_cross_entropy_forward(const float* logits, const int* labels, 
   LIERE_CUDA_LAUNCH_AS("k_mean_in_order", k_mean_in_order, 1, 1, rows, B, loss);
 }
 void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
-                                    float* dlogits, Index B, Index K) {
+                                         float* dlogits, Index B, Index K) {
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
   LIERE_CUDA_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
 }
@@ -304,11 +304,11 @@ double Ops::sum_squares(const float* x, Index n) {
 void Ops::scale(float* x, Index n, float c) { LIERE_CUDA_LAUNCH(k_scale_inplace, n, x, n, c); }
 
 void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
-                       Index C, double eps) {
+                            Index C, double eps) {
   LIERE_CUDA_LAUNCH(k_layernorm, N, x, g, b, y, mean, rstd, N, C, 1.f / float(double(C)), float(eps));
 }
 void Ops::layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
-                        float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
+                             float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
   if (dx) LIERE_CUDA_LAUNCH(k_layernorm_dx, N, x, g, mean, rstd, dy, dx, N, C, 1.f / float(double(C)));
   if (dg || db) {
     const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;

@@ -1,6 +1,6 @@
 // liere/backend/cuda/linear.cu — the one cuBLAS wrapper (gemm of api.hpp, single or strided-batched: every GEMM of the
-// CUDA backend goes through it), linear layers and the patch (tubelet) embedding (im2col through kernels::patch_source, the body the CPU tests
-// check, then one GEMM).
+// CUDA backend goes through it), linear layers and the patch (tubelet) embedding (im2col through kernels::patch_source,
+// the body the CPU tests check, then one GEMM).
 //
 // cuBLAS is column-major: a row-major (r, c) matrix with leading dimension ld is, read column-major, its
 // transpose. So row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same call with A and B
@@ -65,8 +65,8 @@ void Ops::linear_forward(const float* x, const float* w, const float* b, float* 
   gemm(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
 }
 
-void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N, Index C,
-                     Index OC, bool overwrite_dx) {
+void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
+                          Index C, Index OC, bool overwrite_dx) {
   check_linear(N, C, OC);
   if (dx) gemm(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
   if (dw) gemm(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
@@ -74,7 +74,7 @@ void Ops::linear_backward(const float* x, const float* w, const float* dy, float
 }
 
 void Ops::patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch_buf, float* y,
-                         const PatchGeometry& g, Index D) {
+                              const PatchGeometry& g, Index D) {
   const Index M = g.B * g.tokens(), K = g.patch_size();
   blas_int(M, "patch_embed on cuda", "B·N (batch × patches)");
   blas_int(K, "patch_embed on cuda", "K (values per patch)");
@@ -82,8 +82,8 @@ void Ops::patch_embed_forward(const float* x, const float* w, const float* bias,
   linear_forward(scratch_buf, w, bias, y, M, K, D);
 }
 
-void Ops::patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch_buf, float* dx, float* dw,
-                          float* dbias, const PatchGeometry& g, Index D) {
+void Ops::patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch_buf, float* dx,
+                               float* dw, float* dbias, const PatchGeometry& g, Index D) {
   const Index M = g.B * g.tokens(), K = g.patch_size();
   if (M * K <= 0) return;
   if (dw) {

@@ -138,14 +138,15 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
 
 }  // namespace
 
-void Ops::rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape) {
+void Ops::rotation_table_forward(const float* generators, const float* positions, float* table,
+                                 RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
   kernels::table_block_switch(shape.block, "rotation tables on cuda",
                               [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
 }
 
-void Ops::rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
-                             RotationTableShape shape) {
+void Ops::rotation_table_backward(const float* generators, const float* positions, const float* dtable,
+                                  float* dgenerators, RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
   kernels::table_block_switch(shape.block, "rotation tables on cuda",
                               [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });
