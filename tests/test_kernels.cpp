@@ -1,6 +1,7 @@
 // tests/test_kernels.cpp — the shared per-element and per-row bodies of backend/kernels/ (LIERE_HOST_DEVICE: the
 // CUDA kernels run them) against the CPU kernels and plain formulas, on every machine: what the GPU computes is
-// checked on the CPU even where there is no GPU. Also the CUDA backend's host-side size check (cuda/blas_int.hpp).
+// checked on the CPU even where there is no GPU. Also the CUDA backend's host code: the size check
+// (cuda/blas_int.hpp) and, in builds with the backend, attention's views-to-pointers step (cuda/ops.hpp).
 #include <catch2/catch.hpp>
 
 #include <liere/backend/cpu/kernels.hpp>
@@ -14,6 +15,9 @@
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/pe/rotation_table.hpp>
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/ops.hpp>  // host code: SeamOps::attention_call
+#endif
 
 #include <algorithm>
 #include <climits>
@@ -350,3 +354,40 @@ TEST_CASE("cuda::blas_int: a size outside cuBLAS's int range is an error naming 
                         Catch::Contains("lower the batch size"));
   CHECK_THROWS_WITH(cuda::blas_int(-1, "cuda::gemm", "lda"), Catch::Contains("cuda::gemm: lda = -1"));
 }
+
+#ifdef LIERE_WITH_CUDA
+TEST_CASE("cuda::SeamOps::attention_call: the views as pointer lists, every backend's checks and the CUDA limits",
+          "[kernels][cuda]") {
+  // Host code of the CUDA seam (backend/cuda/ops.hpp): no device needed.
+  const AttentionShape s{2, 5, 3, 8};
+  const std::int64_t ld = 3 * 3 * 8;
+  const std::vector<float> qkv(std::size_t(s.batch) * s.tokens * ld), t4(std::size_t(4) * 2 * 4 * 4),
+      t8(std::size_t(4) * 1 * 8 * 8), p(64);
+  AttentionRotations<float> rot;
+  rot.first_rotated = 1;  // 4 rotated tokens, tables shared by the batch
+  rot.heads = {{{t4.data(), 4, 8, 4}, nullptr}, {{}, p.data()}, {{t4.data(), 4, 8, 4}, p.data()}};
+  const std::vector<std::uint8_t> mask(std::size_t(s.batch) * s.tokens, 1);
+  const float* q = qkv.data();
+  const cuda::AttentionCall a = cuda::SeamOps::attention_call(s, q, q + 24, q + 48, ld, rot, mask);
+  CHECK(a.tables == std::vector<const float*>{t4.data(), nullptr, t4.data()});
+  CHECK(a.transforms == std::vector<const float*>{nullptr, p.data(), p.data()});
+  CHECK((a.block == 4 && a.table_tokens == 4 && a.first_rotated == 1 && a.ld == ld && a.key_mask == mask.data()));
+  CHECK((a.q == q && a.k == q + 24 && a.v == q + 48));
+  // The checks every backend makes (backend/types.hpp), with the CPU's messages.
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, 23, rot, mask), Catch::Contains("token stride 23"));
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, rot, std::span(mask).first(3)),
+                    Catch::Contains("the key mask has 3 entries, expected B x T = 2 x 5 = 10"));
+  AttentionRotations<float> two = rot;
+  two.heads.pop_back();
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, two, {}),
+                    Catch::Contains("2 head rotations for 3 heads"));
+  // The CUDA backend's own: one block size for every table, at most kMaxHeads heads.
+  AttentionRotations<float> mixed = rot;
+  mixed.heads[2].table = {t8.data(), 4, 8, 8};
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, mixed, {}),
+                    Catch::Contains("every head's table must have the same block size"));
+  const AttentionShape wide{1, 2, cuda::kMaxHeads + 1, 2};
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(wide, q, q, q, 2 * (cuda::kMaxHeads + 1), {}, {}),
+                    Catch::Contains("at most 64 heads"));
+}
+#endif
