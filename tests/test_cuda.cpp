@@ -300,7 +300,7 @@ TEST_CASE("cuda: reductions over several chunks, dropout's accumulating backward
     for (float x : v) ref += double(x) * double(x);  // the GPU sums the squares in double too
     const Tensor t = Tensor::from(Shape{n}, v, Device::cuda);
     // Both in double, in different orders: within n·2^-53 of each other (the worst-case bound on their rounding).
-    CHECK(std::abs(cuda::sum_squares(t.data(), n) - ref) <= double(n) * 0x1p-53 * ref);
+    CHECK(std::abs(cuda::Ops::sum_squares(t.data(), n) - ref) <= double(n) * 0x1p-53 * ref);
     // Through the optimizer's clipping: the norm it returns and the clipped gradient.
     for (int d = 0; d < 2; ++d) {
       const Device dev = d == 0 ? Device::cpu : Device::cuda;
@@ -701,8 +701,8 @@ TEST_CASE("cuda: rotation tables and their backward match the CPU op", "[cuda][t
     const Tensor dtg = Tensor::from(Shape{Index(dt.size())}, dt, Device::cuda);
     Tensor tab(Shape{Index(sh.table_size())}, Device::cuda);
     Tensor dw = Tensor::full(Shape{Index(w.size())}, 0.5f, Device::cuda);
-    cuda::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
-    cuda::rotation_table_backward(wg.data(), pg.data(), dtg.data(), dw.data(), sh);
+    cuda::Ops::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
+    cuda::Ops::rotation_table_backward(wg.data(), pg.data(), dtg.data(), dw.data(), sh);
     const double ef = scaled_err(tab.to_vector(), tab_cpu), eb = scaled_err(dw.to_vector(), dw_cpu);
     std::cout << "rotation tables block " << block << ": forward max err " << ef << ", backward " << eb << "\n";
     CHECK(ef <= 2e-5);
@@ -715,7 +715,7 @@ TEST_CASE("cuda: rotation tables and their backward match the CPU op", "[cuda][t
   const Tensor wg = Tensor::from(Shape{Index(w.size())}, w, Device::cuda);
   const Tensor pg = Tensor::from(Shape{Index(p.size())}, p, Device::cuda);
   Tensor tab(Shape{Index(sh.table_size())}, Device::cuda);
-  cuda::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
+  cuda::Ops::rotation_table_forward(wg.data(), pg.data(), tab.data(), sh);
   CHECK(std::isnan(tab.to_vector()[0]));
   CHECK(cuda::rotation_table_nonfinite());
   CHECK(!cuda::rotation_table_nonfinite());  // read and cleared

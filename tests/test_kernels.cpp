@@ -1,17 +1,23 @@
 // tests/test_kernels.cpp — the shared per-element and per-row bodies of backend/kernels/ (LIERE_HOST_DEVICE: the
 // CUDA kernels run them) against the CPU kernels and plain formulas, on every machine: what the GPU computes is
-// checked on the CPU even where there is no GPU. Also the CUDA backend's host-side size check (cuda/blas_int.hpp).
+// checked on the CPU even where there is no GPU. Also the CUDA backend's host code: the size check
+// (cuda/blas_int.hpp) and, in builds with the backend, attention's views-to-pointers step (cuda/ops.hpp).
 #include <catch2/catch.hpp>
 
 #include <liere/backend/cpu/kernels.hpp>
 #include <liere/backend/cuda/blas_int.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/kernels/cross_entropy.hpp>
+#include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
+#include <liere/backend/kernels/reduce.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/pe/rotation_table.hpp>
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/ops.hpp>  // host code: SeamOps::attention_call
+#endif
 
 #include <algorithm>
 #include <climits>
@@ -107,7 +113,8 @@ TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[k
   CHECK(max_abs_diff(dx, dx_cpu) <= 2e-6f);
 }
 
-TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
+TEST_CASE("kernels: patch_source (the GPU's im2col) and the CPU's im2col / col2im follow the convolution's layout",
+          "[kernels]") {
   PatchGeometry g;
   g.B = 2, g.C = 3;
   const bool video = GENERATE(false, true);
@@ -115,11 +122,93 @@ TEST_CASE("kernels: patch_source is the CPU's im2col, 2D and 3D", "[kernels]") {
   g.H = 8, g.W = 12, g.p = 4;
   const std::vector<float> x = randn(std::size_t(g.input_size()), 8);
   const Index rows = g.B * g.tokens(), K = g.patch_size();
+  // The layout written out here, not through kernels/patch.hpp: patch (b, it, ih, iw) in (t, h, w) row-major
+  // order, column ((c·tt + dt)·p + dy)·p + dx holding pixel x[b, c, it·tt + dt, ih·p + dy, iw·p + dx].
+  std::vector<float> expected(std::size_t(rows * K));
+  const Index nt = g.T / g.tt, nh = g.H / g.p, nw = g.W / g.p, p = g.p;
+  for (Index b = 0; b < g.B; ++b)
+    for (Index it = 0; it < nt; ++it)
+      for (Index ih = 0; ih < nh; ++ih)
+        for (Index iw = 0; iw < nw; ++iw)
+          for (Index c = 0; c < g.C; ++c)
+            for (Index dt = 0; dt < g.tt; ++dt)
+              for (Index dy = 0; dy < p; ++dy)
+                for (Index dx = 0; dx < p; ++dx) {
+                  const Index row = b * nt * nh * nw + (it * nh + ih) * nw + iw, k = ((c * g.tt + dt) * p + dy) * p + dx;
+                  const Index src = (((b * g.C + c) * g.T + it * g.tt + dt) * g.H + ih * p + dy) * g.W + iw * p + dx;
+                  expected[std::size_t(row * K + k)] = x[std::size_t(src)];
+                }
   std::vector<float> cols(std::size_t(rows * K));
   cpu::patch_im2col(x.data(), cols.data(), g);
+  CHECK(cols == expected);
   std::vector<float> gathered(cols.size());
   for (Index i = 0; i < rows * K; ++i) gathered[std::size_t(i)] = x[std::size_t(kernels::patch_source(g, i / K, i % K))];
-  CHECK(gathered == cols);
+  CHECK(gathered == expected);
+  // col2im scatters every value back to its pixel (the patches tile x: each pixel once), and accumulates.
+  std::vector<float> back(x.size(), 0.f);
+  cpu::patch_col2im_accumulate(cols.data(), back.data(), g);
+  CHECK(back == x);
+  cpu::patch_col2im_accumulate(cols.data(), back.data(), g);
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(back[i] == 2 * x[i]);
+}
+
+TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the CPU kernel's bits", "[kernels]") {
+  // N not a multiple of the chunk (64 rows): a short last chunk. dγ, dβ start non-zero: both accumulate.
+  const Index N = GENERATE(Index(1), Index(64), Index(150)), C = 37;
+  INFO("N " << N);
+  const std::vector<float> x = randn(std::size_t(N * C), 11), dy = randn(x.size(), 12), gamma = randn(std::size_t(C), 13),
+                           beta = randn(std::size_t(C), 14), dg0 = randn(std::size_t(C), 15), db0 = randn(std::size_t(C), 16);
+  std::vector<float> y(x.size()), mean(static_cast<std::size_t>(N)), rstd(static_cast<std::size_t>(N));
+  cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), N, C);
+  std::vector<float> dg = dg0, db = db0, part(std::size_t(kernels::layernorm_backward_scratch(N, C)));
+  cpu::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), nullptr, dg.data(), db.data(),
+                          part.data(), N, C);
+  // The CUDA kernels' decomposition: one thread per (chunk, column), then one per column; the threads in another
+  // order than the CPU's loops (the last first), as a GPU may run them.
+  std::vector<float> dg_gpu = dg0, db_gpu = db0, part_gpu(part.size(), -1.f);
+  const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
+  for (Index idx = nch * C - 1; idx >= 0; --idx)
+    kernels::layernorm_params_chunk(x.data(), mean.data(), rstd.data(), dy.data(), part_gpu.data(), N, C, idx / C,
+                                    idx % C, idx % C + 1);
+  for (Index i = 0; i < C; ++i) kernels::layernorm_params_finish(part_gpu.data(), N, C, i, dg_gpu.data(), db_gpu.data());
+  CHECK(dg_gpu == dg);
+  CHECK(db_gpu == db);
+  // And the sums themselves, in double: dγ += Σ_n dy ⊙ x̂, dβ += Σ_n dy.
+  for (Index i = 0; i < C; ++i) {
+    double sg = 0, sb = 0;
+    for (Index n = 0; n < N; ++n) {
+      const double xh = (double(x[std::size_t(n * C + i)]) - mean[std::size_t(n)]) * rstd[std::size_t(n)];
+      sg += double(dy[std::size_t(n * C + i)]) * xh;
+      sb += dy[std::size_t(n * C + i)];
+    }
+    CHECK(std::abs(dg[std::size_t(i)] - (dg0[std::size_t(i)] + sg)) <= 1e-4 * (1 + std::abs(sg)));
+    CHECK(std::abs(db[std::size_t(i)] - (db0[std::size_t(i)] + sb)) <= 1e-4 * (1 + std::abs(sb)));
+  }
+}
+
+TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumulate's bits", "[kernels]") {
+  // Rows: one short chunk, exactly one, three with a short last (256 rows each); columns over two of the CPU's
+  // column blocks of 64; rows strided (lda > C); out starts non-zero: the sums accumulate.
+  const Index N = GENERATE(Index(5), Index(256), Index(600)), C = 70, lda = C + 3;
+  INFO("N " << N);
+  const std::vector<float> a = randn(std::size_t(N * lda), 21), out0 = randn(std::size_t(C), 22);
+  std::vector<float> out = out0;
+  cpu::colsum_accumulate(a.data(), N, C, lda, out.data());
+  // The CUDA kernels' decomposition, threads in reverse order: one per (chunk, column), then one per column.
+  const Index nch = (N + kernels::kColSumChunk - 1) / kernels::kColSumChunk;
+  std::vector<float> part(std::size_t(nch * C), -1.f), out_gpu = out0;
+  for (Index idx = nch * C - 1; idx >= 0; --idx) {
+    const Index ch = idx / C, c = idx % C;
+    kernels::colsum_rows(a.data(), lda, ch * kernels::kColSumChunk, std::min(N, (ch + 1) * kernels::kColSumChunk), c,
+                         c + 1, part.data() + idx);
+  }
+  for (Index c = C - 1; c >= 0; --c) kernels::colsum_finish(part.data(), nch, C, c, out_gpu.data());
+  CHECK(out_gpu == out);
+  for (Index c = 0; c < C; ++c) {  // and the sums themselves, in double
+    double s = out0[std::size_t(c)];
+    for (Index r = 0; r < N; ++r) s += a[std::size_t(r * lda + c)];
+    CHECK(std::abs(out[std::size_t(c)] - s) <= 1e-4 * (1 + std::abs(s)));
+  }
 }
 
 // The dropout mask against statements that do not go through liere's code: SplitMix64 written out here (Steele, Lea,
@@ -265,3 +354,40 @@ TEST_CASE("cuda::blas_int: a size outside cuBLAS's int range is an error naming 
                         Catch::Contains("lower the batch size"));
   CHECK_THROWS_WITH(cuda::blas_int(-1, "cuda::gemm", "lda"), Catch::Contains("cuda::gemm: lda = -1"));
 }
+
+#ifdef LIERE_WITH_CUDA
+TEST_CASE("cuda::SeamOps::attention_call: the views as pointer lists, every backend's checks and the CUDA limits",
+          "[kernels][cuda]") {
+  // Host code of the CUDA seam (backend/cuda/ops.hpp): no device needed.
+  const AttentionShape s{2, 5, 3, 8};
+  const std::int64_t ld = 3 * 3 * 8;
+  const std::vector<float> qkv(std::size_t(s.batch) * s.tokens * ld), t4(std::size_t(4) * 2 * 4 * 4),
+      t8(std::size_t(4) * 1 * 8 * 8), p(64);
+  AttentionRotations<float> rot;
+  rot.first_rotated = 1;  // 4 rotated tokens, tables shared by the batch
+  rot.heads = {{{t4.data(), 4, 8, 4}, nullptr}, {{}, p.data()}, {{t4.data(), 4, 8, 4}, p.data()}};
+  const std::vector<std::uint8_t> mask(std::size_t(s.batch) * s.tokens, 1);
+  const float* q = qkv.data();
+  const cuda::AttentionCall a = cuda::SeamOps::attention_call(s, q, q + 24, q + 48, ld, rot, mask);
+  CHECK(a.tables == std::vector<const float*>{t4.data(), nullptr, t4.data()});
+  CHECK(a.transforms == std::vector<const float*>{nullptr, p.data(), p.data()});
+  CHECK((a.block == 4 && a.table_tokens == 4 && a.first_rotated == 1 && a.ld == ld && a.key_mask == mask.data()));
+  CHECK((a.q == q && a.k == q + 24 && a.v == q + 48));
+  // The checks every backend makes (backend/types.hpp), with the CPU's messages.
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, 23, rot, mask), Catch::Contains("token stride 23"));
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, rot, std::span(mask).first(3)),
+                    Catch::Contains("the key mask has 3 entries, expected B x T = 2 x 5 = 10"));
+  AttentionRotations<float> two = rot;
+  two.heads.pop_back();
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, two, {}),
+                    Catch::Contains("2 head rotations for 3 heads"));
+  // The CUDA backend's own: one block size for every table, at most kMaxHeads heads.
+  AttentionRotations<float> mixed = rot;
+  mixed.heads[2].table = {t8.data(), 4, 8, 8};
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(s, q, q, q, ld, mixed, {}),
+                    Catch::Contains("every head's table must have the same block size"));
+  const AttentionShape wide{1, 2, cuda::kMaxHeads + 1, 2};
+  CHECK_THROWS_WITH(cuda::SeamOps::attention_call(wide, q, q, q, 2 * (cuda::kMaxHeads + 1), {}, {}),
+                    Catch::Contains("at most 64 heads"));
+}
+#endif

@@ -113,7 +113,7 @@ VarT<S> gelu(TapeT<S>& tape, const VarT<S>& x) {
 // for p = 0. With Tape::set_batch_shard, a shard of a batch gets the mask its samples have in the whole batch.
 template <class S>
 VarT<S> dropout(TapeT<S>& tape, const VarT<S>& x, double p) {
-  LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p);
+  kernels::check_dropout(p);
   if (!tape.training() || p == 0) return x;
   const Device dev = x.device();
   VarT<S> y = tape.output(x.shape(), x);
@@ -355,6 +355,7 @@ VarT<S> cross_entropy(TapeT<S>& tape, const VarT<S>& logits, std::span<const int
   LIERE_ENSURE(ls.rank() == 2 && Index(labels.size()) == ls[0],
                "cross_entropy: logits " << ls << " need (B, K) and B labels, got " << labels.size() << " labels");
   const Index B = ls[0], K = ls[1];
+  kernels::check_cross_entropy(K, smoothing);
   const Device dev = logits.device();
   VarT<S> loss = tape.output(Shape{}, logits);
   TensorT<S> probs(ls, dev);  // (B, K) saved softmax

@@ -2,6 +2,7 @@
 // D head dim). Plain data: the same structs describe host and device buffers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
@@ -13,6 +14,30 @@ struct AttentionShape {
   int batch = 0, tokens = 0, heads = 0, head_dim = 0;
   std::int64_t size() const { return std::int64_t(batch) * tokens * heads * head_dim; }
 };
+
+// The checks of an attention call that every backend makes, one definition (backend/cpu/attention.hpp and the CUDA
+// seam, backend/cuda/ops.hpp): the shape, the token stride ld of q, k, v, the number of head rotations (0 or H),
+// the first rotated token, the key mask's size (0 or B·T).
+inline void check_attention(const AttentionShape& s, std::int64_t ld, std::size_t rot_heads, int first_rotated,
+                            std::size_t key_mask_size) {
+  LIERE_ENSURE(s.batch > 0 && s.tokens > 0 && s.heads > 0 && s.head_dim > 0,
+               "attention: bad shape B=" << s.batch << " T=" << s.tokens << " H=" << s.heads << " D=" << s.head_dim);
+  LIERE_ENSURE(ld >= std::int64_t(s.heads) * s.head_dim,
+               "attention: the token stride " << ld << " is smaller than H·D = " << s.heads * s.head_dim);
+  LIERE_ENSURE(rot_heads == 0 || rot_heads == std::size_t(s.heads),
+               "attention: " << rot_heads << " head rotations for " << s.heads << " heads");
+  LIERE_ENSURE(first_rotated >= 0 && first_rotated <= s.tokens,
+               "attention: first_rotated " << first_rotated << " outside [0, " << s.tokens << "]");
+  LIERE_ENSURE(key_mask_size == 0 || key_mask_size == std::size_t(s.batch) * s.tokens,
+               "attention: the key mask has " << key_mask_size << " entries, expected B x T = " << s.batch << " x "
+                                              << s.tokens << " = " << std::size_t(s.batch) * s.tokens);
+}
+// attention_backward's gradients of the rotations: none (drot_size 0 with no vector) or one per head rotation.
+inline void check_attention_grads(bool has_drot, std::size_t drot_size, std::size_t rot_heads) {
+  LIERE_ENSURE(!has_drot || drot_size == rot_heads,
+               "attention_backward: " << (has_drot ? drot_size : 0) << " rotation gradients for " << rot_heads
+                                      << " head rotations");
+}
 
 // Where element (b, t, h, i) of a (B, T, H, D) buffer lives: b·batch + t·token + h·D + i. Contiguous buffers
 // have token = H·D and batch = T·H·D; a packed qkv buffer has token = 3·H·D.

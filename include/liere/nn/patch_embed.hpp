@@ -6,7 +6,6 @@
 // (D) = 0.
 #pragma once
 
-#include <array>
 #include <liere/autodiff/ops.hpp>
 #include <liere/nn/module.hpp>
 
@@ -35,14 +34,13 @@ class PatchEmbedT {
   VarT<S> forward(TapeT<S>& tape, const VarT<S>& x) const { return ops::patch_embed(tape, x, weight_, bias_); }
   VarT<S> operator()(TapeT<S>& tape, const VarT<S>& x) const { return forward(tape, x); }
 
+  // The patch geometry of an input of the given spatial (and temporal) size, batch 0: its patch grid nt() × nh() ×
+  // nw() (nt() = 1 in 2D) and tokens(), as the op computes them (PatchGeometry, backend/types.hpp).
+  PatchGeometry geometry(Index H, Index W, Index T = 1) const {
+    return {.B = 0, .C = in_chans_, .T = is_3d() ? T : 1, .H = H, .W = W, .tt = is_3d() ? tubelet_ : 1, .p = patch_};
+  }
   // Tokens for an input of the given spatial (and temporal) size.
-  Index num_tokens(Index H, Index W, Index T = 1) const {
-    return (tubelet_ == 0 ? 1 : T / tubelet_) * (H / patch_) * (W / patch_);
-  }
-  // The patch grid (nt, nh, nw) for that input (nt = 1 in 2D): what position encodings need.
-  std::array<Index, 3> grid(Index H, Index W, Index T = 1) const {
-    return {tubelet_ == 0 ? 1 : T / tubelet_, H / patch_, W / patch_};
-  }
+  Index num_tokens(Index H, Index W, Index T = 1) const { return geometry(H, W, T).tokens(); }
 
   const ParameterT<S>& weight() const { return weight_; }
   const ParameterT<S>& bias() const { return bias_; }

@@ -50,18 +50,19 @@ struct VitConfig {
   }
   int head_dim() const { return dim / heads; }
   bool video() const { return tubelet > 0; }
-  // The patch grid of an input of the given size: (h, w) or (t, h, w).
+  // The patch grid of an input of the given size: (h, w) or (t, h, w), from the op's PatchGeometry.
   std::vector<int> grid_for(const std::vector<int>& size) const {
     LIERE_ENSURE(size.size() == image.size(), "ViT: input has " << size.size() << " spatial axes, the model "
                                                                 << image.size());
-    std::vector<int> g;
     for (std::size_t a = 0; a < size.size(); ++a) {
       const int p = video() && a == 0 ? tubelet : patch;
       LIERE_ENSURE(size[a] % p == 0 && size[a] >= p,
                    "ViT: input axis " << a << " of size " << size[a] << " is not a multiple of the patch size " << p);
-      g.push_back(size[a] / p);
     }
-    return g;
+    const PatchGeometry g{.B = 0, .C = channels, .T = video() ? size[0] : 1, .H = size[size.size() - 2],
+                          .W = size.back(), .tt = video() ? tubelet : 1, .p = patch};
+    if (video()) return {int(g.nt()), int(g.nh()), int(g.nw())};
+    return {int(g.nh()), int(g.nw())};
   }
   std::vector<int> grid() const { return grid_for(image); }
   int patches() const {

@@ -229,7 +229,7 @@ class TensorT {
  private:
   // n elements from src on one device to dst on another (the same device: a plain copy there).
   static void copy_memory(S* dst, Device dst_device, const S* src, Device src_device, Index n) {
-    // A copy that touches a device runs on it (CudaOps::copy_bytes moves bytes between host and device); bytes
+    // A copy that touches a device runs on it (cuda::Ops::copy_bytes moves bytes between host and device); bytes
     // of any scalar type, so the op is dispatched as float's.
     const Device where = dst_device == Device::cpu && src_device == Device::cpu ? Device::cpu : Device::cuda;
     LIERE_DISPATCH(float, where, copy_bytes, dst, dst_device, src, src_device, std::size_t(n) * sizeof(S));

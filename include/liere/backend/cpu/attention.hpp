@@ -37,23 +37,6 @@ using HeadMap = Eigen::Map<const RowMajor<Scalar>, 0, Eigen::OuterStride<>>;  //
 template <class Scalar>
 using MutHeadMap = Eigen::Map<RowMajor<Scalar>, 0, Eigen::OuterStride<>>;
 
-inline void check_attention(const AttentionShape& s, std::int64_t ld, std::size_t rot_heads, int first_rotated) {
-  LIERE_ENSURE(s.batch > 0 && s.tokens > 0 && s.heads > 0 && s.head_dim > 0,
-               "attention: bad shape B=" << s.batch << " T=" << s.tokens << " H=" << s.heads << " D=" << s.head_dim);
-  LIERE_ENSURE(ld >= std::int64_t(s.heads) * s.head_dim,
-               "attention: the token stride " << ld << " is smaller than H·D = " << s.heads * s.head_dim);
-  LIERE_ENSURE(rot_heads == 0 || rot_heads == std::size_t(s.heads),
-               "attention: " << rot_heads << " head rotations for " << s.heads << " heads");
-  LIERE_ENSURE(first_rotated >= 0 && first_rotated <= s.tokens,
-               "attention: first_rotated " << first_rotated << " outside [0, " << s.tokens << "]");
-}
-
-inline void check_mask(const AttentionShape& s, std::span<const std::uint8_t> key_mask) {
-  LIERE_ENSURE(key_mask.empty() || key_mask.size() == std::size_t(s.batch) * s.tokens,
-               "attention: the key mask has " << key_mask.size() << " entries, expected B x T = " << s.batch << " x "
-                                              << s.tokens << " = " << std::size_t(s.batch) * s.tokens);
-}
-
 // y(b, t, h) = P_h · x(b, t, h) for every token (x, y contiguous or strided; y contiguous).
 template <class Scalar>
 void apply_transforms(const AttentionShape& s, const AttentionRotations<Scalar>& rot, const Scalar* x, std::int64_t ld,
@@ -97,8 +80,7 @@ template <class Scalar>
 void attention_forward(const AttentionShape& s, const Scalar* q, const Scalar* k, const Scalar* v, std::int64_t ld,
                        const AttentionRotations<Scalar>& rot, std::span<const std::uint8_t> key_mask, Scalar* out,
                        AttentionCache<Scalar>& cache) {
-  detail::check_attention(s, ld, rot.heads.size(), rot.first_rotated);
-  detail::check_mask(s, key_mask);
+  check_attention(s, ld, rot.heads.size(), rot.first_rotated, key_mask.size());
   const int B = s.batch, T = s.tokens, H = s.heads, D = s.head_dim, HD = H * D;
   const std::int64_t n = s.size();
   const HeadsLayout contiguous = HeadsLayout::contiguous(T, H, D), strided{std::int64_t(T) * ld, ld};
@@ -190,13 +172,11 @@ void attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* 
                         const AttentionRotations<Scalar>& rot, std::span<const std::uint8_t> key_mask, const Scalar* dout,
                         AttentionCache<Scalar>& cache, Scalar* dq, Scalar* dk, Scalar* dv,
                         std::vector<HeadRotationGrad<Scalar>>* drot) {
-  detail::check_attention(s, ld, rot.heads.size(), rot.first_rotated);
-  LIERE_ENSURE(!drot || drot->size() == rot.heads.size(),
-               "attention_backward: " << (drot ? drot->size() : 0) << " rotation gradients for " << rot.heads.size()
-                                      << " head rotations");
+  check_attention(s, ld, rot.heads.size(), rot.first_rotated, key_mask.size());  // a key mask: masked probabilities
+                                                                                  // are 0, their gradients vanish
+  check_attention_grads(drot != nullptr, drot ? drot->size() : 0, rot.heads.size());
   LIERE_ENSURE(cache.probs.size() == std::size_t(s.batch) * s.heads * s.tokens * s.tokens,
                "attention_backward: the cache does not hold a forward of this shape");
-  detail::check_mask(s, key_mask);  // masked probabilities are exactly 0: their gradients vanish in the softmax
   const int B = s.batch, T = s.tokens, H = s.heads, D = s.head_dim, HD = H * D;
   const std::int64_t n = s.size();
   const HeadsLayout contiguous = HeadsLayout::contiguous(T, H, D), strided{std::int64_t(T) * ld, ld};

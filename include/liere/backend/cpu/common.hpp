@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <liere/backend/kernels/reduce.hpp>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
 #include <liere/core/parallel.hpp>
@@ -19,11 +20,11 @@
 namespace liere::cpu {
 
 // out (C) += Σ_n a[n, :] for a (N, C) row-major with row stride lda. Each thread owns a contiguous range of
-// columns and adds the rows in order: blocks of 256 rows are summed in S, the block sums in acc_t<S>. The
-// result does not depend on the number of threads.
+// columns and adds the rows in order: chunks of kernels::kColSumChunk rows are summed in S (kernels::colsum_rows),
+// the chunk sums in acc_t<S>, in order (colsum_finish's sum). The result does not depend on the number of threads
+// and is the CUDA kernel's (backend/kernels/reduce.hpp).
 template <class S>
 void colsum_accumulate(const S* a, Index N, Index C, Index lda, S* out) {
-  constexpr Index kRowBlock = 256;
   constexpr Index kColBlock = 64;
   const Index ncb = (C + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static) if (N * C > kGrain && ncb > 1)
@@ -32,14 +33,8 @@ void colsum_accumulate(const S* a, Index N, Index C, Index lda, S* out) {
     S blk[kColBlock];
     acc_t<S> total[kColBlock];
     for (Index j = 0; j < nc; ++j) total[j] = acc_t<S>(0);
-    for (Index r0 = 0; r0 < N; r0 += kRowBlock) {
-      const Index r1 = std::min(N, r0 + kRowBlock);
-      for (Index j = 0; j < nc; ++j) blk[j] = S(0);
-      for (Index r = r0; r < r1; ++r) {
-        const S* row = a + r * lda + c0;
-#pragma omp simd
-        for (Index j = 0; j < nc; ++j) blk[j] += row[j];
-      }
+    for (Index r0 = 0; r0 < N; r0 += kernels::kColSumChunk) {
+      kernels::colsum_rows(a, lda, r0, std::min(N, r0 + kernels::kColSumChunk), c0, c1, blk);
       for (Index j = 0; j < nc; ++j) total[j] += acc_t<S>(blk[j]);
     }
     for (Index j = 0; j < nc; ++j) out[c0 + j] += S(total[j]);

@@ -21,8 +21,7 @@ S softmax_cross_entropy_forward(const S* logits,   // (B, K)
                                 S* probs,           // (B, K) saved softmax
                                 std::type_identity_t<S>* row_loss,  // (B) ℓ_b, or nullptr
                                 Index B, Index K) {
-  LIERE_ENSURE(K > 0, "cross_entropy: no classes");
-  LIERE_ENSURE(smoothing >= 0 && smoothing < 1, "cross_entropy: label smoothing must be in [0, 1), got " << smoothing);
+  kernels::check_cross_entropy(K, smoothing);
   for (Index b = 0; b < B; ++b)
     LIERE_ENSURE(labels[b] >= 0 && labels[b] < K,
                  "cross_entropy: label " << labels[b] << " of sample " << b << " is outside [0, " << K << ")");

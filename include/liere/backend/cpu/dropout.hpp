@@ -20,7 +20,7 @@ void dropout_forward(const S* x,           // (n)
                      S* y,                 // (n)
                      std::uint8_t* mask,   // (n) saved: 1 kept, 0 dropped
                      Index n) {
-  LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p);
+  kernels::check_dropout(p);
   const float pf = float(p);
   const S scale = p < 1 ? S(1.0 / (1.0 - p)) : S(0);
 #pragma omp parallel for schedule(static) if (n > kGrain)

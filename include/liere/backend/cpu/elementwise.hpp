@@ -9,7 +9,7 @@
 //   sum            y = Σ x                        dx += dy (a scalar)
 //   accumulate     d += s                         the "+=" of every backward, in parallel
 //   fill, copy     p = v, dst = src               what tensors do with their memory (tensor/tensor.hpp)
-//   copy_bytes     the seam's copy between two buffers on the host (CudaOps::copy_bytes has the same signature and
+//   copy_bytes     the seam's copy between two buffers on the host (cuda::Ops::copy_bytes has the same signature and
 //                  also moves bytes to and from a device)
 #pragma once
 

@@ -50,44 +50,21 @@ void layernorm_backward(const S* x,     // (N, C)
                         std::type_identity_t<S>* scratch,  // (nchunks, 2, C) = layernorm_backward_scratch(N, C)
                                                            // values when dg or db is given, else unused
                         Index N, Index C) {
-  constexpr Index kChunk = kLayerNormChunk;
-  const Index nchunks = (N + kChunk - 1) / kChunk;
+  const Index nchunks = (N + kLayerNormChunk - 1) / kLayerNormChunk;
   const bool params = dg || db;
-  S* part = scratch;  // (nchunks, 2, C): Σ dy ⊙ x̂ and Σ dy per chunk
   const S inv_c = S(1) / S(double(C));
 #pragma omp parallel for schedule(static) if (N * C > kGrain)
   for (Index ch = 0; ch < nchunks; ++ch) {
-    S* pg = params ? part + ch * 2 * C : nullptr;
-    S* pb = params ? pg + C : nullptr;
-    if (params)
-      for (Index i = 0; i < 2 * C; ++i) pg[i] = S(0);
-    const Index n1 = std::min(N, (ch + 1) * kChunk);
-    for (Index n = ch * kChunk; n < n1; ++n) {
-      const S* xr = x + n * C;
-      const S* dyr = dy + n * C;
-      const S m = mean[n], r = rstd[n];
-      if (params) {
-#pragma omp simd
-        for (Index i = 0; i < C; ++i) {
-          pg[i] += dyr[i] * ((xr[i] - m) * r);
-          pb[i] += dyr[i];
-        }
-      }
-      if (dx) kernels::layernorm_row_dx(xr, g, m, r, dyr, dx + n * C, C, inv_c);
+    if (params) kernels::layernorm_params_chunk(x, mean, rstd, dy, scratch, N, C, ch, Index(0), C);
+    if (dx) {
+      const Index n1 = std::min(N, (ch + 1) * kLayerNormChunk);
+      for (Index n = ch * kLayerNormChunk; n < n1; ++n)
+        kernels::layernorm_row_dx(x + n * C, g, mean[n], rstd[n], dy + n * C, dx + n * C, C, inv_c);
     }
   }
-  if (params) {
-    // Chunks in order, columns in parallel.
+  if (params) {  // chunks in order, columns in parallel
 #pragma omp parallel for schedule(static) if (nchunks * C > kGrain)
-    for (Index i = 0; i < C; ++i) {
-      acc_t<S> sg = acc_t<S>(0), sb = acc_t<S>(0);
-      for (Index ch = 0; ch < nchunks; ++ch) {
-        sg += acc_t<S>(part[ch * 2 * C + i]);
-        sb += acc_t<S>(part[ch * 2 * C + C + i]);
-      }
-      if (dg) dg[i] += S(sg);
-      if (db) db[i] += S(sb);
-    }
+    for (Index i = 0; i < C; ++i) kernels::layernorm_params_finish<S>(scratch, N, C, i, dg, db);
   }
 }
 

@@ -15,28 +15,25 @@
 #include <cstring>
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/cpu/linear.hpp>
+#include <liere/backend/kernels/patch.hpp>
 #include <liere/backend/types.hpp>
 
 namespace liere::cpu {
 
+// The patch rows p pixels at a time, from where kernels/patch.hpp says (the CUDA kernel's index, element by element).
 template <class S>
 void patch_im2col(const S* x,  // (B, C, T, H, W)
                   S* cols,     // (B·N, K)
                   const PatchGeometry& g) {
-  const Index N = g.tokens(), K = g.patch_size(), nh = g.nh(), nw = g.nw(), p = g.p, tt = g.tt;
-  const Index HW = g.H * g.W, THW = g.T * HW;
-#pragma omp parallel for schedule(static) if (g.B * N * K > kGrain)
-  for (Index row = 0; row < g.B * N; ++row) {
-    const Index b = row / N, n = row % N;
-    const Index it = n / (nh * nw), ih = (n / nw) % nh, iw = n % nw;
+  const Index K = g.patch_size(), rows = g.B * g.tokens(), p = g.p;
+#pragma omp parallel for schedule(static) if (rows * K > kGrain)
+  for (Index row = 0; row < rows; ++row) {
+    const S* src = x + kernels::patch_origin(g, row);
     S* out = cols + row * K;
     for (Index c = 0; c < g.C; ++c)
-      for (Index dt = 0; dt < tt; ++dt)
-        for (Index dy = 0; dy < p; ++dy) {
-          const S* src = x + b * g.C * THW + c * THW + (it * tt + dt) * HW + (ih * p + dy) * g.W + iw * p;
-          std::memcpy(out, src, std::size_t(p) * sizeof(S));
-          out += p;
-        }
+      for (Index dt = 0; dt < g.tt; ++dt)
+        for (Index dy = 0; dy < p; ++dy, out += p)
+          std::memcpy(out, src + kernels::patch_offset(g, c, dt, dy, 0), std::size_t(p) * sizeof(S));
   }
 }
 
@@ -45,19 +42,16 @@ template <class S>
 void patch_col2im_accumulate(const S* dcols,  // (B·N, K)
                              S* dx,           // (B, C, T, H, W)
                              const PatchGeometry& g) {
-  const Index N = g.tokens(), K = g.patch_size(), nh = g.nh(), nw = g.nw(), p = g.p, tt = g.tt;
-  const Index HW = g.H * g.W, THW = g.T * HW;
-#pragma omp parallel for schedule(static) if (g.B * N * K > kGrain)
-  for (Index row = 0; row < g.B * N; ++row) {
-    const Index b = row / N, n = row % N;
-    const Index it = n / (nh * nw), ih = (n / nw) % nh, iw = n % nw;
+  const Index K = g.patch_size(), rows = g.B * g.tokens(), p = g.p;
+#pragma omp parallel for schedule(static) if (rows * K > kGrain)
+  for (Index row = 0; row < rows; ++row) {
+    S* dst = dx + kernels::patch_origin(g, row);
     const S* in = dcols + row * K;
     for (Index c = 0; c < g.C; ++c)
-      for (Index dt = 0; dt < tt; ++dt)
-        for (Index dy = 0; dy < p; ++dy) {
-          S* dst = dx + b * g.C * THW + c * THW + (it * tt + dt) * HW + (ih * p + dy) * g.W + iw * p;
-          for (Index j = 0; j < p; ++j) dst[j] += in[j];
-          in += p;
+      for (Index dt = 0; dt < g.tt; ++dt)
+        for (Index dy = 0; dy < p; ++dy, in += p) {
+          S* d = dst + kernels::patch_offset(g, c, dt, dy, 0);
+          for (Index j = 0; j < p; ++j) d[j] += in[j];
         }
   }
 }

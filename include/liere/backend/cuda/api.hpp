@@ -1,76 +1,26 @@
-// liere/backend/cuda/api.hpp — the CUDA kernels of the engine as plain functions on device pointers, in float:
-// what CudaOps (ops.hpp) forwards to. The .cu files beside this header define them; they include nothing that
-// needs Eigen, so nvcc compiles them without it.
-//
-// Names, arguments and accumulation rules are those of the CPU kernels in backend/cpu/ (see there for the
-// maths); every pointer is device memory unless its comment says host.
+// liere/backend/cuda/api.hpp — the CUDA backend's ops: `Ops` has a static function for every engine op, with the
+// name, signature and accumulation rules of the CPU kernel in backend/cpu/ (see there for the maths), in float,
+// on device pointers (every pointer is device memory unless its comment says host). This is the one declaration
+// of each; the .cu files beside this header define them (`void Ops::linear_forward(…) {…}`), and the device seam
+// (backend/dispatch.hpp) calls them by name, so there is no forwarding layer to keep in step: a signature that
+// differs from the CPU kernel's is a compile error at the LIERE_DISPATCH that calls it. Nothing here needs Eigen
+// or the pe layer, so nvcc compiles the .cu files without them; the two ops that take the pe layer's views
+// (attention) get them turned into plain pointer lists by SeamOps (ops.hpp, host code).
 // N rows, C features, OC output features, B batch, T tokens, H heads, D head dim, K classes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/types.hpp>
+#include <liere/core/device.hpp>
 #include <liere/core/index.hpp>
 #include <memory>
 #include <vector>
 
 namespace liere::cuda {
 
-// ---- memory and glue (elementwise.cu) --------------------------------------------------------------------------
-void fill(float* p, Index n, float v);
-void accumulate(const float* s, float* d, Index n);
-void add_forward(const float* a, const float* b, float* y, Index n);
-void add_backward(const float* dy, float* da, float* db, Index n, bool overwrite_a, bool overwrite_b);
-void add_broadcast_forward(const float* x, const float* p, float* y, Index R, Index M);
-void add_broadcast_backward(const float* dy, float* dx, float* dp, Index R, Index M);
-void mul_forward(const float* a, const float* b, float* y, Index n);
-void mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n);
-void scale_forward(const float* x, float s, float* y, Index n);
-void scale_backward(float s, const float* dy, float* dx, Index n);
-void sum_forward(const float* x, float* y, Index n);       // y[0] = Σ x (fixed order)
-void sum_backward(const float* dy, float* dx, Index n);    // dx += dy[0]
-// out (C) += Σ_n a[n, :], a (N, C) with row stride lda; partial sums over fixed chunks of rows, added in order.
-void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out);
-
-// ---- pointwise, tokens, loss, optimizer (elementwise.cu) -------------------------------------------------------
-void gelu_forward(const float* x, float* y, Index n);
-void gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite);
-void dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n);
-void dropout_backward(const std::uint8_t* mask, double p, const float* dy, float* dx, Index n, bool overwrite);
-void prepend_token_forward(const float* x, const float* tok, float* y, Index B, Index N, Index D);
-void prepend_token_backward(const float* dy, float* dx, float* dtok, Index B, Index N, Index D);
-void select_token_forward(const float* x, float* y, Index B, Index T, Index D, Index t);
-void select_token_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t);
-void mean_tokens_forward(const float* x, float* y, Index B, Index T, Index D, Index t0);
-void mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0);
-void softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
-                                   float* row_loss, float* loss, Index B, Index K);
-void softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
-                                    float* dlogits, Index B, Index K);
-void adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step);
-double sum_squares(const float* x, Index n);
-void scale(float* x, Index n, float c);
-
-// ---- layer norm (elementwise.cu) -------------------------------------------------------------------------------
-void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
-                       Index C, double eps);
-void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
-                        float* dx, float* dg, float* db, float* scratch, Index N, Index C);
-
-// ---- cuBLAS: linear layers, patch embedding (linear.cu) --------------------------------------------------------
-// Row-major C (M, N) = alpha · op(A) · op(B) + beta · C, like cpu::gemm.
-void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
-          Index ldb, float beta, float* C, Index ldc);
-void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC);
-void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
-                     Index C, Index OC, bool overwrite_dx);
-void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch, float* y,
-                         const PatchGeometry& g, Index D);
-void patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch, float* dx, float* dw,
-                          float* dbias, const PatchGeometry& g, Index D);
-
-// ---- attention (attention.cu) ----------------------------------------------------------------------------------
 inline constexpr int kMaxHeads = 64;
 
 // One attention call: q, k, v (B, T, H, D) rows `ld` apart (the packed qkv buffer), the rotations of each head.
@@ -90,24 +40,97 @@ struct AttentionCall {
 // The buffers a layer keeps from its forward for its backward (the device part of AttentionCache).
 using AttentionState = std::shared_ptr<void>;
 
-void attention_forward(const AttentionCall& a, float* out, AttentionState& state);
-// dq, dk, dv in the layout of q, k, v (accumulated; all nullptr: none wanted); dtables / dtransforms: H entries
-// (nullptr: not wanted) or empty, accumulated.
-void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
-                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms);
+struct Ops {
+  // ---- memory and glue (elementwise.cu; copy_bytes: memory.hpp) ------------------------------------------------
+  static constexpr auto& copy_bytes = cuda::copy_bytes;
+  static void fill(float* p, Index n, float v);
+  static void accumulate(const float* s, float* d, Index n);
+  static void add_forward(const float* a, const float* b, float* y, Index n);
+  static void add_backward(const float* dy, float* da, float* db, Index n, bool overwrite_a = false,
+                           bool overwrite_b = false);
+  static void add_broadcast_forward(const float* x, const float* p, float* y, Index R, Index M);
+  static void add_broadcast_backward(const float* dy, float* dx, float* dp, Index R, Index M);
+  static void mul_forward(const float* a, const float* b, float* y, Index n);
+  static void mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n);
+  static void scale_forward(const float* x, float s, float* y, Index n);
+  static void scale_backward(float s, const float* dy, float* dx, Index n);
+  static void sum_forward(const float* x, float* y, Index n);     // y[0] = Σ x (fixed order)
+  static void sum_backward(const float* dy, float* dx, Index n);  // dx += dy[0]
+
+  // ---- pointwise, tokens, loss, optimizer (elementwise.cu) -----------------------------------------------------
+  static void gelu_forward(const float* x, float* y, Index n);
+  static void gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite = false);
+  static void dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n);
+  static void dropout_backward(const std::uint8_t* mask, double p, const float* dy, float* dx, Index n,
+                               bool overwrite = false);
+  static void prepend_token_forward(const float* x, const float* tok, float* y, Index B, Index N, Index D);
+  static void prepend_token_backward(const float* dy, float* dx, float* dtok, Index B, Index N, Index D);
+  static void select_token_forward(const float* x, float* y, Index B, Index T, Index D, Index t);
+  static void select_token_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t);
+  static void mean_tokens_forward(const float* x, float* y, Index B, Index T, Index D, Index t0);
+  static void mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0);
+  static void softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
+                                            float* row_loss, float* loss, Index B, Index K);
+  static void softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing,
+                                             const float* dloss, float* dlogits, Index B, Index K);
+  static void adam_update(float* theta, const float* g, float* m, float* v, Index n,
+                          const kernels::AdamStep<float>& step);
+  static double sum_squares(const float* x, Index n);
+  static void scale(float* x, Index n, float c);
+
+  // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------
+  static void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
+                                Index N, Index C, double eps);
+  static void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
+                                 float* dx, float* dg, float* db, float* scratch, Index N, Index C);
+
+  // ---- on cuBLAS: linear layers, patch embedding (linear.cu) ---------------------------------------------------
+  static void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC);
+  static void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
+                              Index C, Index OC, bool overwrite_dx = false);
+  static void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch, float* y,
+                                  const PatchGeometry& g, Index D);
+  static void patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch, float* dx,
+                                   float* dw, float* dbias, const PatchGeometry& g, Index D);
+
+  // ---- rotation tables (rotation_table.cu) ---------------------------------------------------------------------
+  // backend/cpu/rotation_table.hpp's ops: generators (sets, dim, D/b, b(b−1)/2), positions (rows, dim), table
+  // (sets·rows, D/b, b, b); the backward accumulates into dgenerators. No host copy, no synchronisation.
+  static void rotation_table_forward(const float* generators, const float* positions, float* table,
+                                     RotationTableShape shape);
+  static void rotation_table_backward(const float* generators, const float* positions, const float* dtable,
+                                      float* dgenerators, RotationTableShape shape);
+
+  // ---- attention (attention.cu), on plain pointer lists: SeamOps (ops.hpp) takes the views ---------------------
+  static void attention_forward(const AttentionCall& a, float* out, AttentionState& state);
+  // dq, dk, dv in the layout of q, k, v (accumulated; all nullptr: none wanted); dtables / dtransforms: H entries
+  // (nullptr: not wanted) or empty, accumulated.
+  static void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
+                                 float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms);
+};
+
+// ---- what the ops share inside the backend ---------------------------------------------------------------------
+// out (C) += Σ_n a[n, :], a (N, C) with row stride lda; partial sums over fixed chunks of rows, added in order.
+void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out);
+
+// The one cuBLAS wrapper (linear.cu): row-major C (M, N) = alpha · op(A) · op(B) + beta · C, like cpu::gemm
+// (cublasSgemm); with a batch, batch.count ≥ 1 such products, the i-th on A + i·batch.a, B + i·batch.b,
+// C + i·batch.c (cublasSgemmStridedBatched). Every size is checked against cuBLAS's int (blas_int).
+struct GemmBatch {
+  Index count = 0;            // 0: no batch, one product
+  Index a = 0, b = 0, c = 0;  // strides between the products' matrices, in elements
+};
+void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
+          Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
+
+// ---- what attention and the rotation tables show besides their ops ---------------------------------------------
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error
 // when that forward kept none: no backward and no keep_probs).
 std::vector<float> attention_probs(const AttentionState& state);
 // The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
 std::size_t attention_state_bytes(const AttentionState& state);
-
-// ---- rotation tables (rotation_table.cu) -----------------------------------------------------------------------
-// backend/cpu/rotation_table.hpp's ops: generators (sets, dim, D/b, b(b−1)/2), positions (rows, dim), table
-// (sets·rows, D/b, b, b); the backward accumulates into dgenerators. No host copy, no synchronisation.
-void rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape);
-void rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
-                             RotationTableShape shape);
-// Whether a forward since the last clear met a non-finite generator or position (reads a device flag: synchronises).
+// Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:
+// synchronises).
 bool rotation_table_nonfinite(bool clear = true);
 
 }  // namespace liere::cuda

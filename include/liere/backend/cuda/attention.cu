@@ -196,18 +196,6 @@ __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, c
   }
 }
 
-void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, long long sa,
-                  const float* B, int ldb, long long sb, float beta, float* C, int ldc, long long sc, int count) {
-  LIERE_CUBLAS_CHECK(cublasSgemmStridedBatched(blas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                               N, M, K, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, count));
-}
-
-#define LIERE_ATT_LAUNCH(kernel, n, ...)                 \
-  do {                                                   \
-    kernel<<<grid_for(n), kThreads>>>(__VA_ARGS__);      \
-    LIERE_CUDA_LAUNCHED(#kernel);                        \
-  } while (0)
-
 // Through x̃ = P·x: dx += dx̃ P, dP += dx̃ᵀ x (heads without a transform: dx += dx̃).
 void transforms_backward(const AttentionCall& a, const float* dxq, const float* dxk, float* dq, float* dk,
                          const std::vector<float*>& dtransforms) {
@@ -224,7 +212,7 @@ void transforms_backward(const AttentionCall& a, const float* dxq, const float* 
         float* dP = dtransforms.empty() ? nullptr : dtransforms[std::size_t(h)];
         if (dP) gemm(true, false, D, D, rows, 1.f, dy + h * D, HD, x + h * D, a.ld, 1.f, dP, D);
       } else if (dx) {
-        LIERE_ATT_LAUNCH(k_add_rows, rows * D, dy + h * D, HD, dx + h * D, a.ld, rows, D);
+        LIERE_CUDA_LAUNCH(k_add_rows, rows * D, dy + h * D, HD, dx + h * D, a.ld, rows, D);
       }
     }
   }
@@ -232,7 +220,7 @@ void transforms_backward(const AttentionCall& a, const float* dxq, const float* 
 
 }  // namespace
 
-void attention_forward(const AttentionCall& a, float* out, AttentionState& state) {
+void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& state) {
   State& st = state_of(state);
   st.release_inputs();  // the last forward's blocks go back first: this forward may reuse them
   st.p.reset();
@@ -251,7 +239,7 @@ void attention_forward(const AttentionCall& a, float* out, AttentionState& state
     float* xs[2] = {xqb.get<float>(), xkb.get<float>()};
     const float* src[2] = {a.q, a.k};
     for (int w = 0; w < 2; ++w) {
-      LIERE_ATT_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
+      LIERE_CUDA_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
       for (int h = 0; h < H; ++h)
         if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ
           gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD);
@@ -259,19 +247,19 @@ void attention_forward(const AttentionCall& a, float* out, AttentionState& state
     sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
   }
   const Rot r = rot_of(a);
-  LIERE_ATT_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
+  LIERE_CUDA_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
   const float scale = 1.f / std::sqrt(float(D));
   const long long TD = (long long)T * D, TT = (long long)T * T;
-  gemm_batched(false, true, TI, TI, DI, scale, qh, DI, TD, kh, DI, TD, 0.f, p, TI, TT, BH);
+  gemm(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TI, {BH, TD, TD, TT});
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
     LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
   }
-  LIERE_ATT_LAUNCH(k_softmax, Index(B) * H * T, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
+  LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
   DeviceBlock ob = floats(n);
-  gemm_batched(false, false, TI, DI, TI, 1.f, p, TI, TT, vh, DI, TD, 0.f, ob.get<float>(), DI, TD, BH);
-  LIERE_ATT_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
+  gemm(false, false, TI, DI, TI, 1.f, p, TI, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
+  LIERE_CUDA_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
   st.s = a.s;
   st.transformed = transformed;
   if (a.backward) {
@@ -281,8 +269,8 @@ void attention_forward(const AttentionCall& a, float* out, AttentionState& state
   if (a.backward || a.keep_probs) st.p = std::move(pb);
 }  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
 
-void attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
-                        float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
+void Ops::attention_backward(const AttentionCall& a, const float* dout, AttentionState& state, float* dq, float* dk,
+                             float* dv, const std::vector<float*>& dtables, const std::vector<float*>& dtransforms) {
   State& st = state_of(state);
   const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
   LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D,
@@ -299,12 +287,12 @@ void attention_backward(const AttentionCall& a, const float* dout, AttentionStat
   float *dO = dOb.get<float>(), *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(),
         *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
-  LIERE_ATT_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
-  if (dv) gemm_batched(true, false, TI, DI, TI, 1.f, P, TI, TT, dO, DI, TD, 0.f, dvh, DI, TD, BH);
-  gemm_batched(false, true, TI, TI, DI, 1.f, dO, DI, TD, vh, DI, TD, 0.f, dp, TI, TT, BH);
-  LIERE_ATT_LAUNCH(k_softmax_backward, Index(B) * H * T, P, dp, T, scale, Index(B) * H * T);
-  gemm_batched(false, false, TI, DI, TI, 1.f, dp, TI, TT, kh, DI, TD, 0.f, dqh, DI, TD, BH);
-  gemm_batched(true, false, TI, DI, TI, 1.f, dp, TI, TT, qh, DI, TD, 0.f, dkh, DI, TD, BH);
+  LIERE_CUDA_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
+  if (dv) gemm(true, false, TI, DI, TI, 1.f, P, TI, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
+  gemm(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TI, {BH, TD, TD, TT});
+  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T, P, dp, T, scale, Index(B) * H * T);
+  gemm(false, false, TI, DI, TI, 1.f, dp, TI, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
+  gemm(true, false, TI, DI, TI, 1.f, dp, TI, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
 
   const Rot r = rot_of(a);
   const bool transformed = any_transform(a);
@@ -317,9 +305,10 @@ void attention_backward(const AttentionCall& a, const float* dout, AttentionStat
     dxb = floats(2 * rows * HD);
     dxq = dxb.get<float>();
     dxk = dxq + rows * HD;
-    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
+    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
   } else {
-    LIERE_ATT_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H, D);
+    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H,
+                      D);
   }
   // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
   DTables d{};
@@ -334,8 +323,8 @@ void attention_backward(const AttentionCall& a, const float* dout, AttentionStat
   if (d.count > 0) {
     const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
     const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    LIERE_ATT_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H,
-                     D);
+    LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T,
+                      H, D);
   }
   if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);
   st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope

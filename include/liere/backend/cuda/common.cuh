@@ -1,6 +1,6 @@
-// liere/backend/cuda/common.cuh — what the .cu files of the CUDA backend share: error checks, launch sizes, the
-// cuBLAS handle and the range check of cuBLAS's int arguments. Included by .cu files only (their temporaries are
-// DeviceBlocks, memory.hpp).
+// liere/backend/cuda/common.cuh — what the .cu files of the CUDA backend share: error checks, launch sizes and the
+// launch helper (every kernel launch), the cuBLAS handle and the range check of cuBLAS's int arguments. Included by .cu
+// files only (their temporaries are DeviceBlocks, memory.hpp).
 #pragma once
 
 #include <cublas_v2.h>
@@ -28,7 +28,6 @@ void launched(const char* kernel, const char* file, int line);
     ::liere::cuda::check_blas((call), #call, __FILE__, __LINE__);       \
     if (::liere::cuda::sync_launches()) ::liere::cuda::launched(#call, __FILE__, __LINE__); \
   } while (0)
-#define LIERE_CUDA_LAUNCHED(name) ::liere::cuda::launched(name, __FILE__, __LINE__)
 
 // The cuBLAS handle of this process (created on first use, in the math mode of tf32()).
 cublasHandle_t blas();
@@ -49,5 +48,20 @@ inline unsigned grid_for(Index n) {
   const unsigned b = blocks_for(n);
   return b > 65535u * 8u ? 65535u * 8u : b;
 }
+
+// The one way the backend launches a kernel: kernel<<<grid, threads>>>(args…), then launched(name) (a bad
+// configuration reported at once; with LIERE_CUDA_SYNC=1 a fault too, naming `name`).
+#define LIERE_CUDA_LAUNCH_AS(name, kernel, grid, threads, ...) \
+  do {                                                         \
+    kernel<<<(grid), (threads)>>>(__VA_ARGS__);                \
+    ::liere::cuda::launched((name), __FILE__, __LINE__);       \
+  } while (0)
+// Its common case: a grid-stride kernel (LIERE_CUDA_LOOP) over n elements, grid_for(n) blocks of kThreads, named
+// after the kernel; nothing is launched when n ≤ 0.
+#define LIERE_CUDA_LAUNCH(kernel, n, ...)                                                                      \
+  do {                                                                                                         \
+    if ((n) > 0)                                                                                               \
+      LIERE_CUDA_LAUNCH_AS(#kernel, kernel, ::liere::cuda::grid_for(n), ::liere::cuda::kThreads, __VA_ARGS__); \
+  } while (0)
 
 }  // namespace liere::cuda

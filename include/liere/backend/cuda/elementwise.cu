@@ -8,6 +8,7 @@
 #include <liere/backend/kernels/cross_entropy.hpp>
 #include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
+#include <liere/backend/kernels/reduce.hpp>
 
 #include <climits>
 
@@ -88,24 +89,19 @@ __global__ void k_sum_in_order(const double* part, Index n, double* out) {
   out[0] = a;
 }
 
-// colsum: stage 1, partial sums of chunks of kColChunk rows, one thread per (chunk, column).
-constexpr Index kColChunk = 256;
+// colsum (kernels/reduce.hpp): the chunks' sums, one thread per (chunk, column), then the chunks in order, one thread
+// per column: the CPU kernel's sums.
+using kernels::kColSumChunk;
 __global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float* part) {
-  const Index nch = (N + kColChunk - 1) / kColChunk;
+  const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
   LIERE_CUDA_LOOP(idx, nch * C) {
     const Index ch = idx / C, c = idx % C;
-    const Index r1 = (ch + 1) * kColChunk < N ? (ch + 1) * kColChunk : N;
-    float s = 0.f;
-    for (Index r = ch * kColChunk; r < r1; ++r) s += a[r * lda + c];
-    part[idx] = s;
+    const Index r1 = (ch + 1) * kColSumChunk < N ? (ch + 1) * kColSumChunk : N;
+    kernels::colsum_rows(a, lda, ch * kColSumChunk, r1, c, c + 1, part + idx);
   }
 }
 __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* out) {
-  LIERE_CUDA_LOOP(c, C) {
-    double s = 0.0;
-    for (Index ch = 0; ch < nch; ++ch) s += double(part[ch * C + c]);
-    out[c] += float(s);
-  }
+  LIERE_CUDA_LOOP(c, C) kernels::colsum_finish(part, nch, C, c, out);
 }
 
 __global__ void k_gelu(const float* x, float* y, Index n) {
@@ -195,161 +191,129 @@ __global__ void k_layernorm_dx(const float* x, const float* g, const float* mean
                                float* dx, Index N, Index C, float inv_c) {
   LIERE_CUDA_LOOP(n, N) kernels::layernorm_row_dx(x + n * C, g, mean[n], rstd[n], dy + n * C, dx + n * C, C, inv_c);
 }
-// dγ, dβ: partial sums over chunks of kLnChunk rows (the CPU kernel's chunk), one thread per (chunk, column).
-constexpr Index kLnChunk = 64;
+// dγ, dβ: the chunk sums (kernels::layernorm_params_chunk), one thread per (chunk, column), then the chunks in
+// order, one thread per column: the CPU kernel's sums.
 __global__ void k_layernorm_params_part(const float* x, const float* mean, const float* rstd, const float* dy, Index N,
                                         Index C, float* part) {
-  const Index nch = (N + kLnChunk - 1) / kLnChunk;
+  const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
   LIERE_CUDA_LOOP(idx, nch * C) {
-    const Index ch = idx / C, i = idx % C;
-    const Index n1 = (ch + 1) * kLnChunk < N ? (ch + 1) * kLnChunk : N;
-    float sg = 0.f, sb = 0.f;
-    for (Index n = ch * kLnChunk; n < n1; ++n) {
-      const float d = dy[n * C + i];
-      sg += d * ((x[n * C + i] - mean[n]) * rstd[n]);
-      sb += d;
-    }
-    part[ch * 2 * C + i] = sg;
-    part[ch * 2 * C + C + i] = sb;
+    kernels::layernorm_params_chunk(x, mean, rstd, dy, part, N, C, idx / C, idx % C, idx % C + 1);
   }
 }
-__global__ void k_layernorm_params_finish(const float* part, Index nch, Index C, float* dg, float* db) {
-  LIERE_CUDA_LOOP(i, C) {
-    double sg = 0.0, sb = 0.0;
-    for (Index ch = 0; ch < nch; ++ch) {
-      sg += double(part[ch * 2 * C + i]);
-      sb += double(part[ch * 2 * C + C + i]);
-    }
-    if (dg) dg[i] += float(sg);
-    if (db) db[i] += float(sb);
-  }
+__global__ void k_layernorm_params_finish(const float* part, Index N, Index C, float* dg, float* db) {
+  LIERE_CUDA_LOOP(i, C) kernels::layernorm_params_finish(part, N, C, i, dg, db);
 }
 
 }  // namespace
 
-#define LIERE_LAUNCH(kernel, n, ...)                          \
-  do {                                                        \
-    if ((n) > 0) {                                            \
-      kernel<<<grid_for(n), kThreads>>>(__VA_ARGS__);         \
-      LIERE_CUDA_LAUNCHED(#kernel);                           \
-    }                                                         \
-  } while (0)
-
-void fill(float* p, Index n, float v) { LIERE_LAUNCH(k_fill, n, p, n, v); }
-void accumulate(const float* s, float* d, Index n) { LIERE_LAUNCH(k_accumulate, n, s, d, n); }
-void add_forward(const float* a, const float* b, float* y, Index n) { LIERE_LAUNCH(k_add, n, a, b, y, n); }
-void add_backward(const float* dy, float* da, float* db, Index n, bool fa, bool fb) {
-  if (da || db) LIERE_LAUNCH(k_add_backward, n, dy, da, db, n, fa, fb);
+void Ops::fill(float* p, Index n, float v) { LIERE_CUDA_LAUNCH(k_fill, n, p, n, v); }
+void Ops::accumulate(const float* s, float* d, Index n) { LIERE_CUDA_LAUNCH(k_accumulate, n, s, d, n); }
+void Ops::add_forward(const float* a, const float* b, float* y, Index n) { LIERE_CUDA_LAUNCH(k_add, n, a, b, y, n); }
+void Ops::add_backward(const float* dy, float* da, float* db, Index n, bool fa, bool fb) {
+  if (da || db) LIERE_CUDA_LAUNCH(k_add_backward, n, dy, da, db, n, fa, fb);
 }
-void add_broadcast_forward(const float* x, const float* p, float* y, Index R, Index M) {
-  LIERE_LAUNCH(k_add_broadcast, R * M, x, p, y, R, M);
+void Ops::add_broadcast_forward(const float* x, const float* p, float* y, Index R, Index M) {
+  LIERE_CUDA_LAUNCH(k_add_broadcast, R * M, x, p, y, R, M);
 }
-void add_broadcast_backward(const float* dy, float* dx, float* dp, Index R, Index M) {
+void Ops::add_broadcast_backward(const float* dy, float* dx, float* dp, Index R, Index M) {
   if (dx) accumulate(dy, dx, R * M);
   if (dp) colsum_accumulate(dy, R, M, M, dp);
 }
-void mul_forward(const float* a, const float* b, float* y, Index n) { LIERE_LAUNCH(k_mul, n, a, b, y, n); }
-void mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n) {
-  if (da || db) LIERE_LAUNCH(k_mul_backward, n, a, b, dy, da, db, n);
+void Ops::mul_forward(const float* a, const float* b, float* y, Index n) { LIERE_CUDA_LAUNCH(k_mul, n, a, b, y, n); }
+void Ops::mul_backward(const float* a, const float* b, const float* dy, float* da, float* db, Index n) {
+  if (da || db) LIERE_CUDA_LAUNCH(k_mul_backward, n, a, b, dy, da, db, n);
 }
-void scale_forward(const float* x, float s, float* y, Index n) { LIERE_LAUNCH(k_scale, n, x, s, y, n); }
-void scale_backward(float s, const float* dy, float* dx, Index n) {
-  if (dx) LIERE_LAUNCH(k_scale_acc, n, s, dy, dx, n);
+void Ops::scale_forward(const float* x, float s, float* y, Index n) { LIERE_CUDA_LAUNCH(k_scale, n, x, s, y, n); }
+void Ops::scale_backward(float s, const float* dy, float* dx, Index n) {
+  if (dx) LIERE_CUDA_LAUNCH(k_scale_acc, n, s, dy, dx, n);
 }
-void sum_forward(const float* x, float* y, Index n) {
-  k_sum<<<1, kThreads>>>(x, y, n);
-  LIERE_CUDA_LAUNCHED("k_sum");
-}
-void sum_backward(const float* dy, float* dx, Index n) { LIERE_LAUNCH(k_add_scalar, n, dy, dx, n); }
+void Ops::sum_forward(const float* x, float* y, Index n) { LIERE_CUDA_LAUNCH_AS("k_sum", k_sum, 1, kThreads, x, y, n); }
+void Ops::sum_backward(const float* dy, float* dx, Index n) { LIERE_CUDA_LAUNCH(k_add_scalar, n, dy, dx, n); }
 
 void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) {
   if (N <= 0 || C <= 0) return;
-  const Index nch = (N + kColChunk - 1) / kColChunk;
+  const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
   const DeviceBlock part(std::size_t(nch * C) * sizeof(float));
-  LIERE_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part.get<float>());
-  LIERE_LAUNCH(k_colsum_finish, C, part.get<float>(), nch, C, out);
+  LIERE_CUDA_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part.get<float>());
+  LIERE_CUDA_LAUNCH(k_colsum_finish, C, part.get<float>(), nch, C, out);
 }
 
-void gelu_forward(const float* x, float* y, Index n) { LIERE_LAUNCH(k_gelu, n, x, y, n); }
-void gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
-  LIERE_LAUNCH(k_gelu_backward, n, x, dy, dx, n, overwrite);
+void Ops::gelu_forward(const float* x, float* y, Index n) { LIERE_CUDA_LAUNCH(k_gelu, n, x, y, n); }
+void Ops::gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
+  LIERE_CUDA_LAUNCH(k_gelu_backward, n, x, dy, dx, n, overwrite);
 }
-void dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n) {
-  LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p);
+void Ops::dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n) {
   const float scale = p < 1 ? float(1.0 / (1.0 - p)) : 0.f;
-  LIERE_LAUNCH(k_dropout, n, x, float(p), !(p < 1), key, scale, y, mask, n);
+  LIERE_CUDA_LAUNCH(k_dropout, n, x, float(p), !(p < 1), key, scale, y, mask, n);
 }
-void dropout_backward(const std::uint8_t* mask, double p, const float* dy, float* dx, Index n, bool overwrite) {
+void Ops::dropout_backward(const std::uint8_t* mask, double p, const float* dy, float* dx, Index n, bool overwrite) {
   const float scale = p < 1 ? float(1.0 / (1.0 - p)) : 0.f;
-  LIERE_LAUNCH(k_dropout_backward, n, mask, scale, dy, dx, n, overwrite);
+  LIERE_CUDA_LAUNCH(k_dropout_backward, n, mask, scale, dy, dx, n, overwrite);
 }
 
-void prepend_token_forward(const float* x, const float* tok, float* y, Index B, Index N, Index D) {
-  LIERE_LAUNCH(k_prepend, B * (N + 1) * D, x, tok, y, B, N, D);
+void Ops::prepend_token_forward(const float* x, const float* tok, float* y, Index B, Index N, Index D) {
+  LIERE_CUDA_LAUNCH(k_prepend, B * (N + 1) * D, x, tok, y, B, N, D);
 }
-void prepend_token_backward(const float* dy, float* dx, float* dtok, Index B, Index N, Index D) {
-  if (dx) LIERE_LAUNCH(k_prepend_backward, B * N * D, dy, dx, B, N, D);
+void Ops::prepend_token_backward(const float* dy, float* dx, float* dtok, Index B, Index N, Index D) {
+  if (dx) LIERE_CUDA_LAUNCH(k_prepend_backward, B * N * D, dy, dx, B, N, D);
   if (dtok) colsum_accumulate(dy, B, D, (N + 1) * D, dtok);
 }
-void select_token_forward(const float* x, float* y, Index B, Index T, Index D, Index t) {
-  LIERE_LAUNCH(k_select, B * D, x, y, B, T, D, t);
+void Ops::select_token_forward(const float* x, float* y, Index B, Index T, Index D, Index t) {
+  LIERE_CUDA_LAUNCH(k_select, B * D, x, y, B, T, D, t);
 }
-void select_token_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t) {
-  LIERE_LAUNCH(k_select_backward, B * D, dy, dx, B, T, D, t);
+void Ops::select_token_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t) {
+  LIERE_CUDA_LAUNCH(k_select_backward, B * D, dy, dx, B, T, D, t);
 }
-void mean_tokens_forward(const float* x, float* y, Index B, Index T, Index D, Index t0) {
-  LIERE_LAUNCH(k_mean_tokens, B * D, x, y, B, T, D, t0);
+void Ops::mean_tokens_forward(const float* x, float* y, Index B, Index T, Index D, Index t0) {
+  LIERE_CUDA_LAUNCH(k_mean_tokens, B * D, x, y, B, T, D, t0);
 }
-void mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0) {
-  LIERE_LAUNCH(k_mean_tokens_backward, B * T * D, dy, dx, B, T, D, t0);
+void Ops::mean_tokens_backward(const float* dy, float* dx, Index B, Index T, Index D, Index t0) {
+  LIERE_CUDA_LAUNCH(k_mean_tokens_backward, B * T * D, dy, dx, B, T, D, t0);
 }
 
-void softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
-                                   float* row_loss, float* loss, Index B, Index K) {
+void Ops::softmax_cross_entropy_forward(const float* logits, const int* labels, double smoothing, float* probs,
+                                        float* row_loss, float* loss, Index B, Index K) {
   DeviceBlock own;
   if (!row_loss) own = DeviceBlock(std::size_t(B > 0 ? B : 1) * sizeof(float));
   float* rows = row_loss ? row_loss : own.get<float>();
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
-  LIERE_LAUNCH(k_ce_rows, B, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
-  k_mean_in_order<<<1, 1>>>(rows, B, loss);
-  LIERE_CUDA_LAUNCHED("k_mean_in_order");
+  LIERE_CUDA_LAUNCH(k_ce_rows, B, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
+  LIERE_CUDA_LAUNCH_AS("k_mean_in_order", k_mean_in_order, 1, 1, rows, B, loss);
 }
-void softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
-                                    float* dlogits, Index B, Index K) {
+void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
+                                         float* dlogits, Index B, Index K) {
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
-  LIERE_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
+  LIERE_CUDA_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
 }
 
-void adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step) {
-  LIERE_LAUNCH(k_adam, n, theta, g, m, v, n, step);
+void Ops::adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step) {
+  LIERE_CUDA_LAUNCH(k_adam, n, theta, g, m, v, n, step);
 }
-double sum_squares(const float* x, Index n) {
+double Ops::sum_squares(const float* x, Index n) {
   if (n <= 0) return 0.0;
   const Index nc = (n + kSqChunk - 1) / kSqChunk;
   LIERE_ENSURE(nc <= Index(INT_MAX), "sum_squares on cuda: " << n << " elements need more than 2^31 - 1 blocks");
   const DeviceBlock block(std::size_t(nc + 1) * sizeof(double));
   double* part = block.get<double>();
-  k_sum_squares_part<<<unsigned(nc), kThreads>>>(x, n, part);
-  LIERE_CUDA_LAUNCHED("k_sum_squares_part");
-  k_sum_in_order<<<1, 1>>>(part, nc, part + nc);
-  LIERE_CUDA_LAUNCHED("k_sum_in_order");
+  LIERE_CUDA_LAUNCH_AS("k_sum_squares_part", k_sum_squares_part, unsigned(nc), kThreads, x, n, part);
+  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, part, nc, part + nc);
   double total = 0.0;
   LIERE_CUDA_CHECK(cudaMemcpy(&total, part + nc, sizeof(double), cudaMemcpyDeviceToHost));
   return total;
 }
-void scale(float* x, Index n, float c) { LIERE_LAUNCH(k_scale_inplace, n, x, n, c); }
+void Ops::scale(float* x, Index n, float c) { LIERE_CUDA_LAUNCH(k_scale_inplace, n, x, n, c); }
 
-void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
-                       Index C, double eps) {
-  LIERE_LAUNCH(k_layernorm, N, x, g, b, y, mean, rstd, N, C, 1.f / float(double(C)), float(eps));
+void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
+                            Index C, double eps) {
+  LIERE_CUDA_LAUNCH(k_layernorm, N, x, g, b, y, mean, rstd, N, C, 1.f / float(double(C)), float(eps));
 }
-void layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
-                        float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
-  if (dx) LIERE_LAUNCH(k_layernorm_dx, N, x, g, mean, rstd, dy, dx, N, C, 1.f / float(double(C)));
+void Ops::layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
+                             float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
+  if (dx) LIERE_CUDA_LAUNCH(k_layernorm_dx, N, x, g, mean, rstd, dy, dx, N, C, 1.f / float(double(C)));
   if (dg || db) {
-    const Index nch = (N + kLnChunk - 1) / kLnChunk;
-    LIERE_LAUNCH(k_layernorm_params_part, nch * C, x, mean, rstd, dy, N, C, scratch_buf);
-    LIERE_LAUNCH(k_layernorm_params_finish, C, scratch_buf, nch, C, dg, db);
+    const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
+    LIERE_CUDA_LAUNCH(k_layernorm_params_part, nch * C, x, mean, rstd, dy, N, C, scratch_buf);
+    LIERE_CUDA_LAUNCH(k_layernorm_params_finish, C, scratch_buf, N, C, dg, db);
   }
 }
 

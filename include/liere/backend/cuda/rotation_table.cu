@@ -111,8 +111,8 @@ void forward_n(const float* w, const float* pos, float* table, const RotationTab
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
     constexpr int threads = N <= 8 ? 128 : 64;
-    table_forward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, table, sh, first, count, work);
-    LIERE_CUDA_LAUNCHED("rotation_table_forward");
+    LIERE_CUDA_LAUNCH_AS("rotation_table_forward", table_forward_kernel<N>, blocks_for(count, threads), threads, w, pos,
+                         table, sh, first, count, work);
   }
 }
 
@@ -129,23 +129,24 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
     constexpr int threads = N <= 8 ? 128 : 64;
-    table_backward_kernel<N><<<blocks_for(count, threads), threads>>>(w, pos, dtable, sh, first, count, work, contrib);
-    LIERE_CUDA_LAUNCHED("rotation_table_backward");
+    LIERE_CUDA_LAUNCH_AS("rotation_table_backward", table_backward_kernel<N>, blocks_for(count, threads), threads, w,
+                         pos, dtable, sh, first, count, work, contrib);
   }
-  table_backward_reduce<<<grid_for(sh.num_generators()), kThreads>>>(pos, contrib, dw, sh);
-  LIERE_CUDA_LAUNCHED("rotation_table_backward (reduce)");
+  LIERE_CUDA_LAUNCH_AS("rotation_table_backward (reduce)", table_backward_reduce, grid_for(sh.num_generators()),
+                       kThreads, pos, contrib, dw, sh);
 }
 
 }  // namespace
 
-void rotation_table_forward(const float* generators, const float* positions, float* table, RotationTableShape shape) {
+void Ops::rotation_table_forward(const float* generators, const float* positions, float* table,
+                                 RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
   kernels::table_block_switch(shape.block, "rotation tables on cuda",
                               [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
 }
 
-void rotation_table_backward(const float* generators, const float* positions, const float* dtable, float* dgenerators,
-                             RotationTableShape shape) {
+void Ops::rotation_table_backward(const float* generators, const float* positions, const float* dtable,
+                                  float* dgenerators, RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
   kernels::table_block_switch(shape.block, "rotation tables on cuda",
                               [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });

@@ -11,6 +11,13 @@
 
 namespace liere::kernels {
 
+// The argument checks of the cross-entropy, one definition: the engine op (for every device, with the labels) and
+// the CPU kernel (also called directly) make them.
+inline void check_cross_entropy(Index K, double smoothing) {
+  LIERE_ENSURE(K > 0, "cross_entropy: no classes");
+  LIERE_ENSURE(smoothing >= 0 && smoothing < 1, "cross_entropy: label smoothing must be in [0, 1), got " << smoothing);
+}
+
 template <class S>
 LIERE_HOST_DEVICE inline S cross_entropy_row_forward(const S* z, int label, S eps_k, S one_minus_eps, S* p, Index K) {
   using std::exp;

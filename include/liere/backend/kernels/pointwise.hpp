@@ -14,6 +14,10 @@
 
 namespace liere::kernels {
 
+// The argument check of dropout, one definition: the engine op (for every device) and the CPU kernel (also called
+// directly) make it.
+inline void check_dropout(double p) { LIERE_ENSURE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got " << p); }
+
 inline constexpr double kSqrtHalf = 0.70710678118654752440;    // 1/√2
 inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
 
