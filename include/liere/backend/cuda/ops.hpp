@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <liere/backend/attention_cache.hpp>
 #include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/flash_attention_ops.hpp>
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/types.hpp>
@@ -20,7 +21,7 @@
 
 namespace liere::backend {
 
-struct CudaOps {
+struct CudaOps : FlashAttentionCudaOps {  // flash_attention_forward/_backward: cuda/flash_attention_ops.hpp
   // ---- rotation tables (rotation_table.cu) ----
   static void rotation_table_forward(const float* w, const float* p, float* table, RotationTableShape shape) {
     cuda::rotation_table_forward(w, p, table, shape);
