@@ -21,7 +21,7 @@
 
 namespace liere::backend {
 
-struct CudaOps : FlashAttentionCudaOps {  // flash_attention_forward/_backward: cuda/flash_attention_ops.hpp
+struct CudaOps : FlashAttentionCudaOps<CudaOps> {  // flash_attention_forward/_backward: cuda/flash_attention_ops.hpp
   // ---- rotation tables (rotation_table.cu) ----
   static void rotation_table_forward(const float* w, const float* p, float* table, RotationTableShape shape) {
     cuda::rotation_table_forward(w, p, table, shape);
