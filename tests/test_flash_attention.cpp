@@ -2,7 +2,7 @@
 // bodies of backend/kernels/flash_attention.hpp) against the unfused attention (backend/cpu/attention.hpp):
 //   * forward and every gradient (q, k, v, tables, transforms) in double to 1e-12 for every encoding structure the
 //     unfused op takes (no rotation, blocks 2, 3, 4, 8, 16, 32 and dense 64, per-sequence tables, a skipped CLS
-//     token, STRING's transforms, key masks, packed and separate buffers), T from 1 to 70 with tiles that do and
+//     token, STRING's transforms, key masks, packed and separate buffers), T from 1 to 150 with tiles that do and
 //     do not divide T;
 //   * the gradients a second, independent way: central differences of the flash forward, and a directional test;
 //   * float against the double reference, with the bound explained at the test;
@@ -181,7 +181,7 @@ std::vector<Case> structure_cases() {
     c.B = 2, c.T = 9, c.H = 2, c.D = block == 3 ? 24 : 64, c.block = block, c.tiles = odd;
     cs.push_back(c);
   }
-  // T = 1; T not a multiple of the tiles; T = 70 with the default 64 × 64 tiles
+  // T = 1; T not a multiple of the tiles; T = 150 with the default tiles (128 × 128)
   for (int T : {1, 2, 11}) {
     Case c;
     c.T = T, c.D = 8, c.block = 2, c.tiles = small;
@@ -189,7 +189,7 @@ std::vector<Case> structure_cases() {
   }
   {
     Case c;
-    c.B = 1, c.T = 70, c.H = 2, c.D = 16, c.block = 8, c.tiles = big, c.packed = false;
+    c.B = 1, c.T = 150, c.H = 2, c.D = 16, c.block = 8, c.tiles = big, c.packed = false;
     cs.push_back(c);
   }
   // a skipped CLS token (T = 1: only the CLS token), per-sequence tables, transforms, masks, separate buffers

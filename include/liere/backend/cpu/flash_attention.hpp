@@ -6,12 +6,15 @@
 // B batch, T tokens, H heads, D head dim; Bq × Bk the tile (FlashTiles).
 // Per (b, h), on one thread:
 //   forward    q̂ and k̂ rotated as their tiles are loaded (kernels::rotate_load_tile: the table's blocks and
-//              the transform, any block size) into a (T, D) panel each; for each query tile, over the key
-//              tiles: S = Q̂ K̂ᵀ/√D (GEMM), the online softmax rows (kernels::online_softmax_tile_row), acc ← α·acc
-//              + P V (GEMM); then out = acc / l and lse = m + log l (kernels::finalize_row).
+//              the transform, any block size; blocks ≤ 16 without a transform through the fixed-size row kernels
+//              of backend/cpu/rotate.hpp, faster here) into a (T, D) panel each; for each query tile, over the key
+//              tiles: S = Q̂ K̂ᵀ/√D (GEMM), the online softmax rows (kernels::online_softmax_tile_row; unmasked rows
+//              with Eigen's vectorised exp, as backend/cpu/softmax.hpp), acc ← α·acc + P V (GEMM); then
+//              out = acc / l and lse = m + log l (kernels::finalize_row).
 //   backward   q̂, k̂ rotated again; D_i = dO_i · O_i; for each key tile, over the query tiles: S and dP = dO Vᵀ
 //              (GEMMs), P and dS (kernels::backward_tile_row), dV += Pᵀ dO, dQ̂ += dS K̂, dK̂ += dSᵀ Q̂ (GEMMs).
-// Then one pass over tokens takes dQ̂, dK̂ back through the rotations (kernels::rotate_load_row_backward):
+// Then one pass over tokens takes dQ̂, dK̂ back through the rotations (kernels::rotate_load_row_backward, or the
+// row kernels as in the forward):
 // dq, dk and the tables' gradient, each table row summed by one thread in a fixed order (deterministic, and
 // correct when heads share a table); the transforms' gradient is one GEMM per head after it.
 //
@@ -27,6 +30,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <liere/core/eigen.hpp>
 #include <liere/backend/attention_cache.hpp>
 #include <liere/backend/cpu/attention.hpp>
 #include <liere/backend/cpu/gemm.hpp>
@@ -41,7 +45,7 @@ namespace liere::cpu {
 
 // Rows of a query tile and of a key tile.
 struct FlashTiles {
-  int q = 64, k = 64;
+  int q = 128, k = 128;  // measured on the CPU (bench/bench_flash_attention.cpp): 64 × 64 took 12% more time at T = 1024
 };
 
 namespace detail {
@@ -73,6 +77,64 @@ std::vector<kernels::RowRotation<Scalar>> row_rotations(const AttentionShape& s,
   return rr;
 }
 
+// Unmasked rows take Eigen's vectorised exp (as backend/cpu/softmax.hpp); masked rows, and the CUDA kernels, the
+// shared scalar bodies. The same maths as kernels::online_softmax_tile_row and kernels::backward_tile_row without a
+// mask (the tests compare the two paths through the masked and unmasked cases).
+template <class Scalar>
+Scalar online_softmax_tile_row(Scalar* s, int n, const std::uint8_t* mask, Scalar& m, Scalar& l) {
+  if (mask) return kernels::online_softmax_tile_row(s, n, mask, m, l);
+  using std::exp;
+  Eigen::Map<Eigen::Array<Scalar, 1, Eigen::Dynamic>> row(s, n);
+  const Scalar mx = std::max(m, row.maxCoeff());  // finite: n ≥ 1 finite scores
+  const Scalar alpha = exp(m - mx);               // m = −∞ (first tile): 0
+  row = (row - mx).exp();
+  l = alpha * l + row.sum();
+  m = mx;
+  return alpha;
+}
+template <class Scalar>
+void backward_tile_row(Scalar* s, Scalar* dp, int n, const std::uint8_t* mask, Scalar lse, Scalar di, Scalar scale) {
+  if (mask) return kernels::backward_tile_row(s, dp, n, mask, lse, di, scale);
+  Eigen::Map<Eigen::Array<Scalar, 1, Eigen::Dynamic>> p(s, n), ds(dp, n);
+  p = (p - lse).exp();
+  ds = scale * p * (ds - di);
+}
+
+// Whether a head's rotation takes the fixed-size row kernels of backend/cpu/rotate.hpp on the CPU (a table with
+// blocks ≤ kRowKernelMaxBlock and no transform); otherwise the shared bodies (the CUDA kernels' path) rotate.
+template <class Scalar>
+bool row_kernels(const kernels::RowRotation<Scalar>& r) {
+  return r.table && !r.transform && r.block <= kRowKernelMaxBlock;
+}
+
+// The (T, D) panel of one (b, h) rotated as it is loaded: y(t, :) = R(t)·P·x(t, :), x rows ld apart.
+template <class Scalar>
+void rotate_panel(const kernels::RowRotation<Scalar>& r, int b, int T, int D, const Scalar* x, std::int64_t ld,
+                  Scalar* tmp, Scalar* y) {
+  if (!row_kernels(r)) return kernels::rotate_load_tile(r, b, 0, T, T, D, x, ld, tmp, y, std::int64_t(D));
+  dispatch_block(r.block, [&](auto blk) {
+    constexpr int Block = decltype(blk)::value;
+    if constexpr (Block <= kRowKernelMaxBlock) {
+      using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
+      using Vec = Eigen::Matrix<Scalar, Block, 1>;
+      const int nb = D / Block;
+      for (int t = 0; t < T; ++t) {
+        const Scalar* xt = x + t * ld;
+        Scalar* yt = y + std::int64_t(t) * D;
+        const std::int64_t row = r.row(b, t, T);
+        if (row < 0) {
+          std::copy_n(xt, D, yt);
+          continue;
+        }
+        const Scalar* rt = r.table + row * D * Block;
+        for (int k = 0; k < nb; ++k)
+          Eigen::Map<Vec>(yt + k * Block).noalias() =
+              Eigen::Map<const RowMat>(rt + k * Block * Block).lazyProduct(Eigen::Map<const Vec>(xt + k * Block));
+      }
+    }
+  });
+}
+
 inline void check_tiles(FlashTiles t) {
   LIERE_ENSURE(t.q > 0 && t.k > 0, "flash attention: tiles must be positive, got " << t.q << " x " << t.k);
 }
@@ -102,8 +164,8 @@ void flash_attention_forward(const AttentionShape& s, const Scalar* q, const Sca
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
       const std::int64_t x0 = std::int64_t(b) * T * ld + std::int64_t(h) * D;
-      kernels::rotate_load_tile(rr[h], b, 0, T, T, D, q + x0, ld, tmp.data(), qr.data(), D);
-      kernels::rotate_load_tile(rr[h], b, 0, T, T, D, k + x0, ld, tmp.data(), kr.data(), D);
+      detail::rotate_panel(rr[h], b, T, D, q + x0, ld, tmp.data(), qr.data());
+      detail::rotate_panel(rr[h], b, T, D, k + x0, ld, tmp.data(), kr.data());
       const Scalar* vm = v + x0;  // (T, D), rows ld apart
       const std::uint8_t* mask = key_mask.empty() ? nullptr : key_mask.data() + std::int64_t(b) * T;
       for (int i0 = 0; i0 < T; i0 += bq) {
@@ -117,7 +179,7 @@ void flash_attention_forward(const AttentionShape& s, const Scalar* q, const Sca
                        kr.data() + std::int64_t(j0) * D, D, Scalar(0), sc.data(), bk);  // S = Q̂ K̂ᵀ / √D
           for (int r = 0; r < rows; ++r) {
             const Scalar alpha =
-                kernels::online_softmax_tile_row(sc.data() + std::int64_t(r) * bk, cols, mask ? mask + j0 : nullptr, m[r], l[r]);
+                detail::online_softmax_tile_row(sc.data() + std::int64_t(r) * bk, cols, mask ? mask + j0 : nullptr, m[r], l[r]);
             if (alpha != Scalar(1))
               for (int d = 0; d < D; ++d) acc[std::size_t(r) * D + d] *= alpha;
           }
@@ -165,8 +227,8 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
       const int b = bh / H, h = bh % H;
       const std::int64_t x0 = std::int64_t(b) * T * ld + std::int64_t(h) * D;  // (T, D) of q, k, v: rows ld apart
       const std::int64_t y0 = std::int64_t(b) * T * HD + std::int64_t(h) * D;  // of out, dout, dq̂, dk̂: rows HD apart
-      kernels::rotate_load_tile(rr[h], b, 0, T, T, D, q + x0, ld, tmp.data(), qr.data(), D);
-      kernels::rotate_load_tile(rr[h], b, 0, T, T, D, k + x0, ld, tmp.data(), kr.data(), D);
+      detail::rotate_panel(rr[h], b, T, D, q + x0, ld, tmp.data(), qr.data());
+      detail::rotate_panel(rr[h], b, T, D, k + x0, ld, tmp.data(), kr.data());
       for (int t = 0; t < T; ++t) di[t] = kernels::row_dot(dout + y0 + std::int64_t(t) * HD, cache.out.data() + y0 + std::int64_t(t) * HD, D);
       const Scalar* lse = cache.lse.data() + std::size_t(bh) * T;
       const std::uint8_t* mask = key_mask.empty() ? nullptr : key_mask.data() + std::int64_t(b) * T;
@@ -182,8 +244,8 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
           gemm<Scalar>(false, true, rows, cols, D, Scalar(1), doi, HD, v + x0 + std::int64_t(j0) * ld, ld, Scalar(0),
                        dp.data(), bk);  // dP = dO Vᵀ
           for (int r = 0; r < rows; ++r)
-            kernels::backward_tile_row(sc.data() + std::int64_t(r) * bk, dp.data() + std::int64_t(r) * bk, cols,
-                                       mask ? mask + j0 : nullptr, lse[i0 + r], di[i0 + r], scale);
+            detail::backward_tile_row(sc.data() + std::int64_t(r) * bk, dp.data() + std::int64_t(r) * bk, cols,
+                                      mask ? mask + j0 : nullptr, lse[i0 + r], di[i0 + r], scale);
           gemm<Scalar>(true, false, cols, D, rows, Scalar(1), sc.data(), bk, doi, HD, Scalar(1),
                        dv + x0 + std::int64_t(j0) * ld, ld);  // dV += Pᵀ dO
           gemm<Scalar>(false, false, rows, D, cols, Scalar(1), dp.data(), bk, kr.data() + std::int64_t(j0) * D, D,
@@ -222,9 +284,20 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
             const Scalar* x = (which == 0 ? q : k) + xo;
             Scalar* dy = (which == 0 ? cache.dqr : cache.dkr).data() + yo;
             Scalar* dx = (which == 0 ? dq : dk) + xo;
+            const std::int64_t row = r.row(b, t, T);
+            if (detail::row_kernels(r) && row >= 0) {  // the fixed-size row kernels (backend/cpu/rotate.hpp)
+              dispatch_block(r.block, [&](auto blk) {
+                constexpr int Block = decltype(blk)::value;
+                if constexpr (Block <= detail::kRowKernelMaxBlock) {
+                  const std::int64_t off = row * D * Block;
+                  detail::rotate_row_backward<Block>(r.table + off, D / Block, dy, dx);
+                  if (dtable) detail::rotate_row_grad<Block>(dy, x, D / Block, dtable + off);
+                }
+              });
+              continue;
+            }
             kernels::rotate_load_row_backward(r, b, t, T, D, x, dy, dx, dtable, static_cast<Scalar*>(nullptr), tmp.data());
             if (r.transform && transformed) {  // dy ← Rᵀ·dy (dy itself for an unrotated token)
-              const std::int64_t row = r.row(b, t, T);
               if (row >= 0) {
                 std::fill(g.begin(), g.end(), Scalar(0));
                 kernels::rotate_row_backward(r.table + row * D * r.block, D / r.block, r.block, dy, g.data());
