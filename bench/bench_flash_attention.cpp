@@ -38,6 +38,7 @@ struct Options {
   int reps = 3, warmup = 1, threads = 0;
   liere::cpu::FlashTiles tiles{};
   std::string json;
+  bool run_unfused = true, run_flash = true;
   std::vector<Shape> shapes = {{65, 128}, {1024, 8}, {4096, 2}};
 };
 
@@ -130,10 +131,11 @@ void run_one(bool flash, Shape sh, const Options& o) {
 
 void usage(const char* argv0) {
   std::printf(
-      "usage: %s [--shapes T:B,...] [--tiles Q:K] [--reps N] [--warmup N] [--threads N] [--json PATH]\n"
+      "usage: %s [--shapes T:B,...] [--tiles Q:K] [--impl WHICH] [--reps N] [--warmup N] [--threads N] [--json PATH]\n"
       "Flash vs unfused attention (CPU, float32, H=%d, D=%d, LieRE-%d tables), forward + backward.\n"
       "  --shapes LIST  tokens:batch pairs [65:128,1024:8,4096:2]\n"
-      "  --tiles Q:K    the flash op's query and key tile rows [64:64]\n"
+      "  --tiles Q:K    the flash op's query and key tile rows [128:128]\n"
+      "  --impl WHICH   both, flash or unfused [both]\n"
       "  --reps N       timed repetitions (median, min) [3]\n"
       "  --warmup N     untimed repetitions first [1]\n"
       "  --threads N    OpenMP threads [OMP_NUM_THREADS or all cores]\n"
@@ -170,6 +172,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--tiles: expected Q:K with positive integers\n");
         return 2;
       }
+    } else if (a == "--impl") {
+      const std::string v = value();
+      if (v != "both" && v != "flash" && v != "unfused") {
+        std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
+        return 2;
+      }
+      o.run_unfused = v != "flash";
+      o.run_flash = v != "unfused";
     } else if (a == "--reps") {
       o.reps = std::atoi(value().c_str());
     } else if (a == "--warmup") {
@@ -186,6 +196,7 @@ int main(int argc, char** argv) {
   if (o.reps < 1) o.reps = 1;
   for (const Shape& sh : o.shapes)
     for (bool flash : {false, true}) {
+      if (!(flash ? o.run_flash : o.run_unfused)) continue;
       const pid_t pid = fork();
       if (pid == 0) {
         run_one(flash, sh, o);

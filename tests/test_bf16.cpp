@@ -6,13 +6,15 @@
 //     does), against the same tables rounded to bf16 (what peers do): ‖RᵀR − I‖, the deviation of R(p)ᵀR(p') from
 //     the exact product (the identity ⟨R(p)q, R(p')k⟩ = ⟨q, R(p)ᵀR(p')k⟩), for the commuting encoding also from
 //     R(p' − p), and the attention scores ⟨R(p)q, R(p')k⟩ against the exact ones, for RoPE-Mixed-like block 2,
-//     LieRE-8 and LieRE-64 (dense). The first must be orders of magnitude better; the figures are printed.
+//     LieRE-8 and LieRE-64 (dense). The first must be orders of magnitude better; the figures are printed;
+//   * the --precision parser and its messages (core/precision.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <liere/backend/kernels/bf16.hpp>
+#include <liere/core/precision.hpp>
 #include <liere/pe/liere.hpp>
 #include <numbers>
 #include <sstream>
@@ -212,4 +214,24 @@ TEST_CASE("tables in fp32 applied to bf16 q, k keep rotations rotations; tables 
     if (kd.commuting) CHECK(peers.relative > 100 * ours.relative);
     CHECK(peers.score > 100 * ours.score);
   }
+}
+
+TEST_CASE("--precision: parsing and what this build supports, with clear messages", "[bf16][precision]") {
+  using liere::Device;
+  using liere::Precision;
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
+    CHECK(liere::parse_precision(liere::to_string(p)) == p);
+  REQUIRE_THROWS_WITH(liere::parse_precision("fp8"),
+                      Catch::Contains("unknown --precision value 'fp8'") && Catch::Contains("fp32, tf32, bf16, fp16"));
+  CHECK(liere::precision_supported(Precision::fp32, Device::cpu));
+  CHECK(liere::precision_supported(Precision::tf32, Device::cuda));
+  CHECK(!liere::precision_supported(Precision::tf32, Device::cpu));
+  CHECK(!liere::precision_supported(Precision::bf16, Device::cuda));
+  liere::check_precision(Precision::fp32, Device::cpu);
+  liere::check_precision(Precision::tf32, Device::cuda);
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::tf32, Device::cpu), Catch::Contains("needs --device cuda"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cpu),
+                      Catch::Contains("--precision bf16 is not supported") && Catch::Contains("on cpu"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
+                      Catch::Contains("--precision fp16 is not supported") && Catch::Contains("fp32 or tf32"));
 }
