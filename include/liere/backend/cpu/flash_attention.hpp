@@ -13,10 +13,10 @@
 //              out = acc / l and lse = m + log l (kernels::finalize_row).
 //   backward   q̂, k̂ rotated again; D_i = dO_i · O_i; for each key tile, over the query tiles: S and dP = dO Vᵀ
 //              (GEMMs), P and dS (kernels::backward_tile_row), dV += Pᵀ dO, dQ̂ += dS K̂, dK̂ += dSᵀ Q̂ (GEMMs).
-// Then one pass over tokens takes dQ̂, dK̂ back through the rotations (kernels::rotate_load_row_backward, or the
-// row kernels as in the forward):
-// dq, dk and the tables' gradient, each table row summed by one thread in a fixed order (deterministic, and
-// correct when heads share a table); the transforms' gradient is one GEMM per head after it.
+// Each (b, h) then takes its dQ̂, dK̂ rows back through Rᵀ to dq, dk (the row kernels as in the forward, or the
+// shared bodies); one pass over tokens sums the tables' gradient, each table row by one thread in a fixed order
+// (deterministic, and correct when heads share a table), and takes heads with a transform through the whole
+// adjoint (kernels::rotate_load_row_backward); the transforms' gradient is one GEMM per head after it.
 //
 // Memory besides the inputs and outputs: the cache keeps out and lse ((B, T, H, D) + (B, H, T)); the backward's
 // dq̂, dk̂ scratch is (B, T, H, D) each; every thread holds two (T, D) panels and its tiles. The unfused op keeps
@@ -132,6 +132,33 @@ void rotate_panel(const kernels::RowRotation<Scalar>& r, int b, int T, int D, co
               Eigen::Map<const RowMat>(rt + k * Block * Block).lazyProduct(Eigen::Map<const Vec>(xt + k * Block));
       }
     }
+  });
+}
+
+// One token's rows through the rotation's adjoint without a transform: dx += Rᵀ·dy (dx += dy for a token that is
+// not rotated) — and the table row's gradient dR += dy·xᵀ — with the row kernels for blocks ≤ 16, else the
+// shared bodies.
+template <class Scalar>
+void unrotate_row(const kernels::RowRotation<Scalar>& r, std::int64_t row, int D, const Scalar* dy, Scalar* dx) {
+  if (row < 0) {
+    for (int i = 0; i < D; ++i) dx[i] += dy[i];
+    return;
+  }
+  const Scalar* rt = r.table + row * D * r.block;
+  if (r.block > kRowKernelMaxBlock) return kernels::rotate_row_backward(rt, D / r.block, r.block, dy, dx);
+  dispatch_block(r.block, [&](auto blk) {
+    constexpr int Block = decltype(blk)::value;
+    if constexpr (Block <= kRowKernelMaxBlock) rotate_row_backward<Block>(rt, D / Block, dy, dx);
+  });
+}
+template <class Scalar>
+void table_row_grad(const kernels::RowRotation<Scalar>& r, std::int64_t row, int D, const Scalar* dy, const Scalar* x,
+                    Scalar* dtable) {
+  Scalar* dr = dtable + row * D * r.block;
+  if (r.block > kRowKernelMaxBlock) return kernels::rotate_row_grad(dy, x, D / r.block, r.block, dr);
+  dispatch_block(r.block, [&](auto blk) {
+    constexpr int Block = decltype(blk)::value;
+    if constexpr (Block <= kRowKernelMaxBlock) rotate_row_grad<Block>(dy, x, D / Block, dr);
   });
 }
 
@@ -254,11 +281,19 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
                        Scalar(1), dkh + std::int64_t(j0) * HD, HD);  // dK̂ += dSᵀ Q̂
         }
       }
+      // dq += Rᵀ·dq̂, dk += Rᵀ·dk̂ while the rows of (b, h) are in cache (heads with a transform: below)
+      if (!rr[h].transform)
+        for (int t = 0; t < T; ++t) {
+          const std::int64_t row = rr[h].row(b, t, T);
+          detail::unrotate_row(rr[h], row, D, dqh + std::int64_t(t) * HD, dq + x0 + std::int64_t(t) * ld);
+          detail::unrotate_row(rr[h], row, D, dkh + std::int64_t(t) * HD, dk + x0 + std::int64_t(t) * ld);
+        }
     }
   }
-  // Through the rotations, parallel over tokens: token t's table rows (shared by the batch, or per sequence) and
-  // dq, dk rows are written by one thread, heads and sequences in order. With transforms, dq̂ and dk̂ become
-  // Rᵀ·dq̂ and Rᵀ·dk̂ (the gradients w.r.t. P·q, P·k) in place, for dP below.
+  // The tables' gradients, and for heads with a transform the whole adjoint, parallel over tokens: token t's table
+  // rows (shared by the batch, or per sequence) and dq, dk rows are written by one thread, heads and sequences in
+  // order (heads may share a table). With a transform, dq̂ and dk̂ become Rᵀ·dq̂ and Rᵀ·dk̂ (the gradients w.r.t.
+  // P·q, P·k) in place, for dP below.
   const bool transformed = rot.any_transform();
   const bool want_dtable = drot != nullptr;
   if (drot)
@@ -269,6 +304,9 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
                                                      << dt.block << ", its table " << rr[h].table_rows << " and "
                                                      << rr[h].block);
     }
+  bool pass = transformed;
+  for (int h = 0; h < H && want_dtable; ++h) pass = pass || (rr[h].table && (*drot)[h].dtable);
+  if (!pass) return;
 #pragma omp parallel
   {
     AlignedVector<Scalar> tmp(std::size_t(2) * D), g(D);
@@ -277,32 +315,24 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
       for (int h = 0; h < H; ++h) {
         const kernels::RowRotation<Scalar>& r = rr[h];
         Scalar* dtable = want_dtable && r.table ? (*drot)[h].dtable.data : nullptr;
+        if (!r.transform && !dtable) continue;  // dq, dk done in the attention loop
         for (int b = 0; b < B; ++b)
           for (int which = 0; which < 2; ++which) {
             const std::int64_t xo = std::int64_t(b) * T * ld + std::int64_t(t) * ld + std::int64_t(h) * D;
             const std::int64_t yo = (std::int64_t(b) * T + t) * HD + std::int64_t(h) * D;
             const Scalar* x = (which == 0 ? q : k) + xo;
             Scalar* dy = (which == 0 ? cache.dqr : cache.dkr).data() + yo;
-            Scalar* dx = (which == 0 ? dq : dk) + xo;
             const std::int64_t row = r.row(b, t, T);
-            if (detail::row_kernels(r) && row >= 0) {  // the fixed-size row kernels (backend/cpu/rotate.hpp)
-              dispatch_block(r.block, [&](auto blk) {
-                constexpr int Block = decltype(blk)::value;
-                if constexpr (Block <= detail::kRowKernelMaxBlock) {
-                  const std::int64_t off = row * D * Block;
-                  detail::rotate_row_backward<Block>(r.table + off, D / Block, dy, dx);
-                  if (dtable) detail::rotate_row_grad<Block>(dy, x, D / Block, dtable + off);
-                }
-              });
+            if (!r.transform) {
+              if (row >= 0) detail::table_row_grad(r, row, D, dy, x, dtable);
               continue;
             }
-            kernels::rotate_load_row_backward(r, b, t, T, D, x, dy, dx, dtable, static_cast<Scalar*>(nullptr), tmp.data());
-            if (r.transform && transformed) {  // dy ← Rᵀ·dy (dy itself for an unrotated token)
-              if (row >= 0) {
-                std::fill(g.begin(), g.end(), Scalar(0));
-                kernels::rotate_row_backward(r.table + row * D * r.block, D / r.block, r.block, dy, g.data());
-                std::copy(g.begin(), g.end(), dy);
-              }
+            kernels::rotate_load_row_backward(r, b, t, T, D, x, dy, (which == 0 ? dq : dk) + xo, dtable,
+                                              static_cast<Scalar*>(nullptr), tmp.data());
+            if (row >= 0) {  // dy ← Rᵀ·dy (dy itself for a token that is not rotated)
+              std::fill(g.begin(), g.end(), Scalar(0));
+              kernels::rotate_row_backward(r.table + row * D * r.block, D / r.block, r.block, dy, g.data());
+              std::copy(g.begin(), g.end(), dy);
             }
           }
       }
