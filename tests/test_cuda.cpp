@@ -386,7 +386,7 @@ std::vector<std::uint8_t> key_mask(int B, int T) {
   return m;
 }
 
-AttentionRun run_attention(const AttentionCase& c, Device dev) {
+AttentionRun run_attention(const AttentionCase& c, Device dev, bool flash = false) {
   const int H = 2, D = 8, C = H * D, N = c.gh * c.gw, T = N + 1, B = c.batch;
   nn::Params params;
   auto pe = attention_pe(params, c, H, D);
@@ -401,11 +401,12 @@ AttentionRun run_attention(const AttentionCase& c, Device dev) {
   Var qkv(Tensor::from(Shape{B, T, 3 * C}, randn(Index(B) * T * 3 * C, 21), dev), true);
   const std::vector<std::uint8_t> mask = c.masked ? key_mask(B, T) : std::vector<std::uint8_t>{};
   auto cache = std::make_shared<AttentionCache<float>>();
-  Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, mask);
+  Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, mask, flash);
   AttentionRun r;
   r.out = y.value().to_vector();
-  r.probs = dev == Device::cpu ? std::vector<float>(cache->probs.begin(), cache->probs.end())
-                                : cuda::attention_probs(cache->device);
+  if (!flash)
+    r.probs = dev == Device::cpu ? std::vector<float>(cache->probs.begin(), cache->probs.end())
+                                  : cuda::attention_probs(cache->device);
   tape.backward(y, Tensor::from(y.shape(), randn(y.numel(), 22), dev));
   r.dqkv = qkv.grad().to_vector();
   for (const auto& p : params) {
@@ -454,6 +455,29 @@ TEST_CASE("cuda: attention on its own: per-sample tables, a key mask, the probab
       }
     CHECK(bad_masked == 0);
     CHECK(bad_sum == 0);
+  }
+}
+
+TEST_CASE("cuda: flash attention matches the CPU's flash and unfused attention", "[cuda][parity][flash]") {
+  // backend/cuda/flash_attention.cu (the tile bodies one thread per row) against backend/cpu/flash_attention.hpp and
+  // the unfused CPU op: outputs, dqkv and the encoding's parameter gradients (tables, transforms) through nn::attention.
+  const std::vector<AttentionCase> cases = {
+      {"liere", 4, 3, 4, true, true},  {"liere", 3, 9, 9, false, false}, {"string", 4, 3, 4, true, true},
+      {"rope-mixed", 4, 4, 4, false, true}, {"none", 2, 5, 7, false, true}};
+  for (const AttentionCase& c : cases) {
+    INFO("pe " << c.pe << " B " << c.batch << " grid " << c.gh << "x" << c.gw << (c.per_sample ? " per-sample" : "")
+               << (c.masked ? " masked" : ""));
+    const AttentionRun unfused = run_attention(c, Device::cpu), cpu = run_attention(c, Device::cpu, true),
+                       gpu = run_attention(c, Device::cuda, true);
+    CHECK(scaled_err(cpu.out, unfused.out) <= kStepTol);
+    CHECK(scaled_err(gpu.out, cpu.out) <= kStepTol);
+    CHECK(scaled_err(gpu.dqkv, cpu.dqkv) <= kStepTol);
+    REQUIRE(gpu.names == cpu.names);
+    for (std::size_t i = 0; i < cpu.names.size(); ++i) {
+      INFO("gradient of " << cpu.names[i]);
+      CHECK(scaled_err(gpu.dparams[i], cpu.dparams[i]) <= kStepTol);
+      CHECK(scaled_err(cpu.dparams[i], unfused.dparams[i]) <= kStepTol);
+    }
   }
 }
 

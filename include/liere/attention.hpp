@@ -22,10 +22,15 @@
 // The loops are the CPU backend's (backend/cpu/attention.hpp: a fused path for small blocks, a general one for
 // transforms and large blocks); this header is the public call on host memory. The engine's attention op
 // (nn/attention.hpp) dispatches to the same loops, or to the CUDA backend for device tensors.
+//
+// flash_attention_forward / flash_attention_backward take the same arguments and give the same results in O(T)
+// extra memory (backend/cpu/flash_attention.hpp: tiles, online softmax, the backward recomputes the tiles); the
+// cache then keeps the output and one log-sum-exp per query (cache.lse, (B, H, T)) and no attention map.
 #pragma once
 
 #include <cstdint>
 #include <liere/backend/cpu/attention.hpp>
+#include <liere/backend/cpu/flash_attention.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/pe/views.hpp>
 #include <liere/rotate.hpp>
@@ -49,6 +54,23 @@ void attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* 
                         AttentionCache<Scalar>& cache, Scalar* dq, Scalar* dk, Scalar* dv,
                         std::vector<HeadRotationGrad<Scalar>>* drot) {
   cpu::attention_backward<Scalar>(s, q, k, v, ld, rot, key_mask, dout, cache, dq, dk, dv, drot);
+}
+
+// The fused rotary flash attention: the results of attention_forward without the (B, H, T, T) map.
+template <class Scalar>
+void flash_attention_forward(const AttentionShape& s, const Scalar* q, const Scalar* k, const Scalar* v, std::int64_t ld,
+                             const AttentionRotations<Scalar>& rot, std::span<const std::uint8_t> key_mask, Scalar* out,
+                             AttentionCache<Scalar>& cache) {
+  cpu::flash_attention_forward<Scalar>(s, q, k, v, ld, rot, key_mask, out, cache);
+}
+
+// Its backward: the gradients of attention_backward, accumulated the same way.
+template <class Scalar>
+void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* k, const Scalar* v,
+                              std::int64_t ld, const AttentionRotations<Scalar>& rot,
+                              std::span<const std::uint8_t> key_mask, const Scalar* dout, AttentionCache<Scalar>& cache,
+                              Scalar* dq, Scalar* dk, Scalar* dv, std::vector<HeadRotationGrad<Scalar>>* drot) {
+  cpu::flash_attention_backward<Scalar>(s, q, k, v, ld, rot, key_mask, dout, cache, dq, dk, dv, drot);
 }
 
 }  // namespace liere

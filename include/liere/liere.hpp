@@ -2,6 +2,7 @@
 #pragma once
 
 #include <liere/core/config.hpp>
+#include <liere/core/precision.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/lie/hat.hpp>
 #include <liere/lie/log.hpp>

@@ -43,7 +43,10 @@ struct AttentionCache {
   AlignedVector<Scalar> probs;     // (B, H, T, T) the attention map (CPU)
   AlignedVector<Scalar> dqr, dkr;  // backward scratch, (B, T, H, D)
   AlignedVector<Scalar> dxq, dxk;  // backward scratch, (B, T, H, D)
+  AlignedVector<Scalar> lse, out;  // flash attention (backend/cpu/flash_attention.hpp): the log-sum-exp of every
+                                   // query's scores (B, H, T) and the output (B, T, H, D); no attention map
   std::shared_ptr<void> device;  // the CUDA backend's buffers (q̂, k̂, v, the attention map) of the last forward
+  std::shared_ptr<void> flash_device;  // the CUDA flash attention's buffers (out, lse, the mask) of the last forward
   // Set by the caller before a forward. backward: a backward of this forward will run (the CUDA backend keeps
   // nothing for one otherwise); keep_probs: keep the attention map also when no backward runs. The CPU kernels
   // always keep the map (host memory) and ignore both.

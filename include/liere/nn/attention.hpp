@@ -1,10 +1,12 @@
 // liere/nn/attention.hpp — timm's Attention with a position encoding: qkv Linear → attention.hpp with the
 // encoding's rotations for this layer → proj Linear. Parameters <name>.qkv.{weight,bias} (3C, C) and
 // <name>.proj.{weight,bias} (C, C), as in timm, so the qkv output is the packed (B, T, 3, H, D) buffer that
-// attention_forward reads in place (ld = 3C).
+// attention_forward reads in place (ld = 3C). With `flash` the layer runs the fused rotary flash attention
+// (backend/cpu/flash_attention.hpp: the same results in O(T) memory, no attention map) instead.
 #pragma once
 
 #include <liere/backend/cpu/attention.hpp>
+#include <liere/backend/cpu/flash_attention.hpp>
 #include <liere/backend/dispatch.hpp>
 #include <liere/autodiff/ops.hpp>
 #include <liere/nn/linear.hpp>
@@ -19,10 +21,11 @@ namespace liere::nn {
 // tables of this forward (enc, from PositionEncodingModule::begin). `pe` may be null (no rotary encoding).
 // `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map. The backward accumulates
 // the tables' (and transforms') gradients into enc's Vars, whose own op takes them to the parameters.
+// flash: the fused flash attention (flash_attention_forward / _backward), which keeps no attention map.
 template <class S>
 VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionEncoding<S>* pe,
                   const EncodingVars<S>& enc, int layer, std::shared_ptr<AttentionCache<S>> cache,
-                  std::span<const std::uint8_t> key_mask = {}) {
+                  std::span<const std::uint8_t> key_mask = {}, bool flash = false) {
   const Shape& xs = qkv.shape();
   LIERE_ENSURE(xs.rank() == 3 && xs[2] % (3 * heads) == 0,
                "attention: qkv must be (B, T, 3·C) with C divisible by " << heads << " heads, got " << xs);
@@ -35,10 +38,14 @@ VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionE
   VarT<S> y = tape.output(Shape{B, T, C}, qkv);
   cache->backward = y.requires_grad();  // else (no-grad mode, constants) the CUDA backend keeps no state
   const S* q = qkv.data();
-  LIERE_DISPATCH(S, dev, attention_forward, s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
+  if (flash)
+    LIERE_DISPATCH(S, dev, flash_attention_forward, s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
+  else
+    LIERE_DISPATCH(S, dev, attention_forward, s, q, q + C, q + 2 * C, 3 * C, rot, key_mask, y.data(), *cache);
   if (y.requires_grad()) {
     std::vector<std::uint8_t> mask(key_mask.begin(), key_mask.end());
-    tape.push([qkv, gx = qkv.grad_ref(), gy = y.grad_ref(), s, rot, pe, enc, layer, cache, mask = std::move(mask), C, dev] {
+    tape.push([qkv, gx = qkv.grad_ref(), gy = y.grad_ref(), s, rot, pe, enc, layer, cache, mask = std::move(mask), C, dev,
+               flash] {
       const S* dy = gy.get();
       if (!dy) return;
       S* dq = gx.acc();
@@ -54,7 +61,10 @@ VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionE
       S* dk = dq ? dq + C : nullptr;
       S* dv = dq ? dq + 2 * C : nullptr;
       std::vector<HeadRotationGrad<S>>* dr = want_rot ? &drot : nullptr;
-      LIERE_DISPATCH(S, dev, attention_backward, s, q, q + C, q + 2 * C, 3 * C, rot, m, dy, *cache, dq, dk, dv, dr);
+      if (flash)
+        LIERE_DISPATCH(S, dev, flash_attention_backward, s, q, q + C, q + 2 * C, 3 * C, rot, m, dy, *cache, dq, dk, dv, dr);
+      else
+        LIERE_DISPATCH(S, dev, attention_backward, s, q, q + C, q + 2 * C, 3 * C, rot, m, dy, *cache, dq, dk, dv, dr);
     });
   }
   return y;
@@ -64,11 +74,14 @@ template <class S>
 class AttentionT {
  public:
   AttentionT() = default;
-  AttentionT(ParamsT<S>& params, const std::string& name, Index dim, int heads, int layer, Rng& rng, bool qkv_bias = true)
+  // flash: run the fused flash attention (same parameters and results, O(T) memory, no attention map).
+  AttentionT(ParamsT<S>& params, const std::string& name, Index dim, int heads, int layer, Rng& rng, bool qkv_bias = true,
+             bool flash = false)
       : qkv_(params, join(name, "qkv"), dim, 3 * dim, rng, qkv_bias),
         proj_(params, join(name, "proj"), dim, dim, rng),
         heads_(heads),
         layer_(layer),
+        flash_(flash),
         cache_(std::make_shared<AttentionCache<S>>()) {
     LIERE_ENSURE(heads > 0 && dim % heads == 0, "Attention " << name << ": dim " << dim << " is not divisible by "
                                                              << heads << " heads");
@@ -78,7 +91,7 @@ class AttentionT {
   VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, const PositionEncoding<S>* pe, const EncodingVars<S>& enc,
                   std::span<const std::uint8_t> key_mask = {}) const {
     VarT<S> qkv = qkv_(tape, x);
-    VarT<S> a = attention(tape, qkv, heads_, pe, enc, layer_, cache_, key_mask);
+    VarT<S> a = attention(tape, qkv, heads_, pe, enc, layer_, cache_, key_mask, flash_);
     return proj_(tape, a);
   }
 
@@ -86,6 +99,8 @@ class AttentionT {
   // On cuda a forward without gradients (no-grad mode) keeps its map only when keep_probs(true) was called before
   // it; otherwise last_probs() is an error that says so.
   const AlignedVector<S>& last_probs() const {
+    LIERE_ENSURE(!flash_, "Attention::last_probs: this layer runs flash attention, which keeps no attention map "
+                          "(build it without flash attention to read maps)");
 #ifdef LIERE_WITH_CUDA
     if constexpr (std::is_same_v<S, float>)
       if (cache_->device && cache_->probs.empty()) {
@@ -99,12 +114,14 @@ class AttentionT {
   // const like last_probs(): the cache is the layer's mutable state, not a parameter.
   void keep_probs(bool on) const { cache_->keep_probs = on; }
   int heads() const { return heads_; }
+  bool flash() const { return flash_; }
   const LinearT<S>& qkv() const { return qkv_; }
   const LinearT<S>& proj() const { return proj_; }
 
  private:
   LinearT<S> qkv_, proj_;
   int heads_ = 1, layer_ = 0;
+  bool flash_ = false;
   std::shared_ptr<AttentionCache<S>> cache_;  // reused from step to step; one forward at a time per layer
 };
 

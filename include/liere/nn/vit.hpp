@@ -39,6 +39,10 @@ struct VitConfig {
   double drop = 0.0;
   double ln_eps = 1e-6;
   PEConfig pe;
+  // Attention through the fused rotary flash attention (nn::AttentionT's flash): the same model and results in
+  // O(T) memory instead of the (B, H, T, T) probabilities, without attention maps. Not part of the model's
+  // identity (describe()): checkpoints are interchangeable.
+  bool flash_attention = false;
 
   // tiny (192/12/3/768), small (384/12/6/1536), base (768/12/12/3072); "custom" keeps the sizes as they are.
   void set_size(const std::string& name) {
@@ -124,7 +128,7 @@ class VitBlockT {
  public:
   VitBlockT(ParamsT<S>& params, const std::string& name, const VitConfig& c, int layer, Rng& rng)
       : norm1_(params, join(name, "norm1"), c.dim, c.ln_eps),
-        attn_(params, join(name, "attn"), c.dim, c.heads, layer, rng),
+        attn_(params, join(name, "attn"), c.dim, c.heads, layer, rng, true, c.flash_attention),
         norm2_(params, join(name, "norm2"), c.dim, c.ln_eps),
         mlp_(params, join(name, "mlp"), c.dim, c.mlp_hidden, c.dim, rng, c.drop) {}
 

@@ -1,12 +1,14 @@
 // liere/backend/cuda/ops.hpp — the CUDA backend as the device seam (backend/dispatch.hpp) sees it: SeamOps is Ops
 // (api.hpp: every op, defined in the .cu files) plus what nvcc cannot compile, because it needs the pe layer's
 // views (pe/views.hpp includes Eigen): attention's rotations as views become the plain pointer lists of
-// AttentionCall here, on the host. Nothing else is here: an op of api.hpp needs no line in this file.
+// AttentionCall here, on the host (and in the base FlashAttentionCudaOps for the flash attention). Nothing else is
+// here: an op of api.hpp needs no line in this file.
 #pragma once
 
 #include <cstdint>
 #include <liere/backend/attention_cache.hpp>
 #include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/flash_attention_ops.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
 #include <liere/pe/views.hpp>
@@ -15,7 +17,7 @@
 
 namespace liere::cuda {
 
-struct SeamOps : Ops {
+struct SeamOps : Ops, backend::FlashAttentionCudaOps<SeamOps> {  // flash_attention_forward/_backward: cuda/flash_attention_ops.hpp
   // The views as pointer lists, after the checks every backend makes (check_attention, backend/types.hpp) and
   // those of this backend (at most kMaxHeads heads, one block size and row count for every table).
   static AttentionCall attention_call(const AttentionShape& s, const float* q, const float* k, const float* v,

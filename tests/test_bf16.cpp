@@ -1,0 +1,237 @@
+// tests/test_bf16.cpp — bf16 storage (backend/kernels/bf16.hpp) and issue 22's property test that low precision
+// keeps rotations rotations:
+//   * the conversion rounds to nearest, ties to even, against the two neighbours computed independently, with the
+//     edge cases (ties, ∞, overflow, NaN, subnormals, signs) as explicit data;
+//   * rotation tables computed in double and kept in fp32, applied in fp32 to bf16-stored q and k (what liere
+//     does), against the same tables rounded to bf16 (what peers do): ‖RᵀR − I‖, the deviation of R(p)ᵀR(p') from
+//     the exact product (the identity ⟨R(p)q, R(p')k⟩ = ⟨q, R(p)ᵀR(p')k⟩), for the commuting encoding also from
+//     R(p' − p), and the attention scores ⟨R(p)q, R(p')k⟩ against the exact ones, for RoPE-Mixed-like block 2,
+//     LieRE-8 and LieRE-64 (dense). The first must be orders of magnitude better; the figures are printed;
+//   * the --precision parser and its messages (core/precision.hpp).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <liere/backend/kernels/bf16.hpp>
+#include <liere/core/precision.hpp>
+#include <liere/pe/liere.hpp>
+#include <numbers>
+#include <sstream>
+#include <utility>
+
+#include "test_util.hpp"
+
+using liere::kernels::bf16;
+using liere::kernels::round_bf16;
+using liere::kernels::to_bf16;
+using liere::kernels::to_float;
+using namespace liere::test;
+
+namespace {
+
+float from_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::uint32_t to_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("bf16: round to nearest even, against the neighbours; edge cases", "[bf16]") {
+  // every kept value converts back exactly
+  for (std::uint32_t hi : {0x0000u, 0x3f80u, 0xbf80u, 0x4049u, 0x7f7fu, 0x0001u, 0x8001u, 0x7f80u, 0xff80u}) {
+    const float f = from_bits(hi << 16);
+    CHECK(to_bf16(f).bits == hi);
+    CHECK(to_bits(to_float(bf16{std::uint16_t(hi)})) == hi << 16);
+  }
+  // ties go to the even mantissa: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 → 1; 1 + 3·2^-8 → 1 + 2^-6
+  CHECK(round_bf16(1.0f + std::ldexp(1.0f, -8)) == 1.0f);
+  CHECK(round_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 1.0f + std::ldexp(1.0f, -6));
+  CHECK(round_bf16(-(1.0f + 3 * std::ldexp(1.0f, -8))) == -(1.0f + std::ldexp(1.0f, -6)));
+  // just above a tie rounds up
+  CHECK(round_bf16(from_bits(0x3f808001u)) == from_bits(0x3f810000u));
+  // ∞ stays, the largest float overflows to ∞, the largest bf16 stays finite
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(round_bf16(inf) == inf);
+  CHECK(round_bf16(-inf) == -inf);
+  CHECK(round_bf16(std::numeric_limits<float>::max()) == inf);
+  CHECK(round_bf16(from_bits(0x7f7f0000u)) == from_bits(0x7f7f0000u));
+  // NaN stays NaN (also a NaN whose payload is only in the discarded bits)
+  CHECK(std::isnan(round_bf16(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(round_bf16(from_bits(0x7f800001u))));
+  CHECK(std::isnan(round_bf16(from_bits(0xff800001u))));
+  // signed zero, subnormals
+  CHECK(to_bf16(-0.0f).bits == 0x8000u);
+  CHECK(round_bf16(from_bits(0x00008000u)) == 0.0f);                // a tie below the smallest bf16 subnormal → 0
+  CHECK(round_bf16(from_bits(0x00018000u)) == from_bits(0x00020000u));  // a tie at an odd one → the even one above
+  // random floats of every magnitude: the result is the nearer of the two bf16 neighbours (ties: the even one)
+  std::mt19937_64 g(7);
+  int checked = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint32_t u = std::uint32_t(g()) & 0x7fffffffu;
+    if (u >= 0x7f7f0000u) continue;  // NaN, ∞ and the top binade's overflow: above
+    const float x = from_bits(u);
+    const float lo = from_bits(u & 0xffff0000u), hi = from_bits((u & 0xffff0000u) + 0x10000u);
+    const double dl = double(x) - lo, dh = double(hi) - x;
+    const float want = dl < dh ? lo : dh < dl ? hi : (((u >> 16) & 1u) ? hi : lo);
+    const float got = round_bf16(x);
+    if (got != want || round_bf16(-x) != -want) {
+      INFO("x = " << x << " bits " << std::hex << u);
+      REQUIRE(got == want);
+      REQUIRE(round_bf16(-x) == -want);
+    }
+    ++checked;
+  }
+  CHECK(checked > 190000);
+}
+
+namespace {
+
+using Mat = Eigen::MatrixXd;
+
+struct Measure {
+  double orth = 0;      // max over positions of max|RᵀR − I|
+  double product = 0;   // max over pairs of max|R(p)ᵀR(p') − exact R(p)ᵀR(p')|
+  double relative = 0;  // commuting: max over pairs of max|R(p)ᵀR(p') − exact R(p' − p)|
+  double score = 0;     // max over pairs of |⟨R(p)q, R(p')k⟩ − exact| / (|q| |k|)
+};
+
+// Tables of one LieRE head (D = 64, 2D positions, official init U[0, 2π)) at `n` positions, and the exact
+// rotations at every difference of two of them (commuting case): rows [n, n + n²).
+struct Tables {
+  int n = 0, D = 64, block = 0;
+  liere::RotationTable<double> exact;  // (n + n², D, block): the first n rows at the positions, then R(p_j − p_i)
+};
+
+Tables make_tables(int block, int n, std::uint64_t seed) {
+  Tables t;
+  t.n = n, t.block = block;
+  const liere::LieREGeometry geo{1, 2, t.D, block};
+  std::vector<double> params(geo.num_params());
+  liere::liere_init_uniform<double>(params, 2 * std::numbers::pi, seed);
+  std::vector<double> pos = random_vector(std::size_t(n) * 2, 0.0, 1.0);  // positions in [0, 1]², as the official code
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int a = 0; a < 2; ++a) pos.push_back(pos[std::size_t(j) * 2 + a] - pos[std::size_t(i) * 2 + a]);
+  liere::liere_table_forward<double>(geo, params, pos, n + n * n, t.exact);
+  return t;
+}
+
+// How the stored table row reads back: in fp32 (liere), or rounded to bf16 (peers).
+Mat stored(const Tables& t, int row, bool bf16_table) {
+  Mat r = t.exact.matrix(row);
+  for (Eigen::Index i = 0; i < r.size(); ++i) {
+    const float f = float(r.data()[i]);  // computed in double, kept in fp32
+    r.data()[i] = bf16_table ? double(round_bf16(f)) : double(f);
+  }
+  return r;
+}
+
+// y = R·x in fp32 registers (products and sums in float), R as stored, x as stored (bf16 values).
+Eigen::VectorXf apply_fp32(const Mat& r, const Eigen::VectorXf& x) {
+  const Eigen::MatrixXf rf = r.cast<float>();
+  Eigen::VectorXf y(x.size());
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    float acc = 0;
+    for (Eigen::Index j = 0; j < x.size(); ++j) acc += rf(i, j) * x(j);
+    y(i) = acc;
+  }
+  return y;
+}
+
+Measure measure(const Tables& t, bool bf16_table, bool commuting) {
+  Measure m;
+  const int n = t.n, D = t.D;
+  std::mt19937_64 g(11);
+  std::normal_distribution<double> nd(0, 1);
+  for (int i = 0; i < n; ++i) {
+    const Mat r = stored(t, i, bf16_table);
+    m.orth = std::max(m.orth, (r.transpose() * r - Mat::Identity(D, D)).cwiseAbs().maxCoeff());
+  }
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const Mat ri = stored(t, i, bf16_table), rj = stored(t, j, bf16_table);
+      const Mat ei = t.exact.matrix(i), ej = t.exact.matrix(j);
+      const Mat prod = ri.transpose() * rj, exact = ei.transpose() * ej;
+      m.product = std::max(m.product, (prod - exact).cwiseAbs().maxCoeff());
+      if (commuting) m.relative = std::max(m.relative, (prod - t.exact.matrix(n + i * n + j)).cwiseAbs().maxCoeff());
+      // q, k stored in bf16; the score in fp32 registers against the exact one on the same stored q, k
+      Eigen::VectorXf q(D), k(D);
+      for (int d = 0; d < D; ++d) q(d) = round_bf16(float(nd(g))), k(d) = round_bf16(float(nd(g)));
+      const float s = apply_fp32(ri, q).dot(apply_fp32(rj, k));
+      const double se = q.cast<double>().dot(exact * k.cast<double>());
+      m.score = std::max(m.score, std::abs(double(s) - se) / (q.cast<double>().norm() * k.cast<double>().norm()));
+    }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("tables in fp32 applied to bf16 q, k keep rotations rotations; tables rounded to bf16 do not",
+          "[bf16][relative]") {
+  struct Kind {
+    const char* name;
+    int block;
+    bool commuting;
+  };
+  for (const Kind& kd : {Kind{"block 2 (RoPE-Mixed-like)", 2, true}, Kind{"LieRE-8", 8, false}, Kind{"LieRE-64", 64, false}}) {
+    INFO(kd.name);
+    const Tables t = make_tables(kd.block, 12, 5 + kd.block);
+    if (kd.commuting) {  // the identity itself, in double: R(p)ᵀR(p') = R(p' − p)
+      double dev = 0;
+      for (int i = 0; i < t.n; ++i)
+        for (int j = 0; j < t.n; ++j)
+          dev = std::max(dev, (Mat(t.exact.matrix(i).transpose() * t.exact.matrix(j)) - t.exact.matrix(t.n + i * t.n + j))
+                                  .cwiseAbs()
+                                  .maxCoeff());
+      CHECK(dev < 1e-12);
+    }
+    const Measure ours = measure(t, false, kd.commuting), peers = measure(t, true, kd.commuting);
+    std::ostringstream o;
+    for (const auto& [label, m] : {std::pair{"fp32 table applied in fp32 to bf16 q, k", ours},
+                                   std::pair{"table rounded to bf16", peers}}) {
+      o << "\n  " << label << ": |RtR - I| " << m.orth << ", |R(p)tR(p') - exact| " << m.product;
+      if (kd.commuting) o << ", |R(p)tR(p') - R(p'-p)| " << m.relative;
+      o << ", score error / (|q||k|) " << m.score;
+    }
+    WARN(kd.name << o.str());
+    // fp32 tables: orthogonal and relative to float rounding (2^-24 ≈ 6e-8 per entry, sums of ≤ 64 terms)
+    CHECK(ours.orth < 1e-6);
+    CHECK(ours.product < 1e-6);
+    if (kd.commuting) CHECK(ours.relative < 1e-6);
+    // bf16 tables: each entry off by up to 2^-9 relative, which no longer cancels in RᵀR
+    CHECK(peers.orth > 1e-3);
+    CHECK(peers.product > 1e-3);
+    // orders of magnitude: at least 100× (measured: ~10⁴×)
+    CHECK(peers.orth > 100 * ours.orth);
+    CHECK(peers.product > 100 * ours.product);
+    if (kd.commuting) CHECK(peers.relative > 100 * ours.relative);
+    CHECK(peers.score > 100 * ours.score);
+  }
+}
+
+TEST_CASE("--precision: parsing and what this build supports, with clear messages", "[bf16][precision]") {
+  using liere::Device;
+  using liere::Precision;
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
+    CHECK(liere::parse_precision(liere::to_string(p)) == p);
+  REQUIRE_THROWS_WITH(liere::parse_precision("fp8"),
+                      Catch::Contains("unknown --precision value 'fp8'") && Catch::Contains("fp32, tf32, bf16, fp16"));
+  CHECK(liere::precision_supported(Precision::fp32, Device::cpu));
+  CHECK(liere::precision_supported(Precision::tf32, Device::cuda));
+  CHECK(!liere::precision_supported(Precision::tf32, Device::cpu));
+  CHECK(!liere::precision_supported(Precision::bf16, Device::cuda));
+  liere::check_precision(Precision::fp32, Device::cpu);
+  liere::check_precision(Precision::tf32, Device::cuda);
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::tf32, Device::cpu), Catch::Contains("needs --device cuda"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cpu),
+                      Catch::Contains("--precision bf16 is not supported") && Catch::Contains("on cpu"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
+                      Catch::Contains("--precision fp16 is not supported") && Catch::Contains("fp32 or tf32"));
+}
