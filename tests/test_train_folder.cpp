@@ -116,6 +116,15 @@ TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program
   r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run");
   CHECK(r.status == 0);
   CHECK_THAT(r.log, Contains("classes=2"));
+  // --precision: what this build cannot train in stops before any work, exit code 2, saying what it can.
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision bf16 --device cpu");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--precision bf16 is not supported") && Contains("trains in fp32"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision tf32 --device cpu");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--precision tf32 needs --device cuda"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision fp32 --device cpu");
+  CHECK(r.status == 0);
 
   // No --root; a size the patch does not divide; a class in val/ that train/ lacks; a corrupt image.
   r = run(dir, "--data folder" + kModel);

@@ -472,3 +472,25 @@ TEST_CASE("trainer: --log-every writes step rows between the epoch rows", "[trai
   CHECK_THAT(lines[0], Catch::Contains("\"train_loss\":") && Catch::Contains("\"epoch_progress\":"));
   std::remove(path.c_str());
 }
+
+TEST_CASE("trainer: --precision is parsed and checked against the device", "[trainer]") {
+  app::TrainOptions o = options(1);
+  o.device = "cpu";
+  CHECK(o.resolved_precision() == Precision::fp32);
+  CHECK_NOTHROW(o.validate());
+  o.precision = "bf16";
+  CHECK_THROWS_AS(o.validate(), app::UsageError);
+  CHECK_THROWS_WITH(o.validate(), Catch::Contains("--precision bf16 is not supported") &&
+                                      Catch::Contains("not implemented yet"));
+  o.precision = "fp16";
+  CHECK_THROWS_AS(o.resolved_precision(), app::UsageError);
+  o.precision = "fp8";
+  CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("allowed: fp32, tf32, bf16, fp16"));
+  o.precision = "tf32";
+  CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("needs --device cuda"));
+  o.precision = "fp32";
+  o.tf32 = true;  // --tf32 is --precision tf32: on the CPU the same message
+  CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("needs --device cuda"));
+  o.precision = "bf16";
+  CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("contradict each other"));
+}

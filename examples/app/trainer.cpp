@@ -87,7 +87,10 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("threads", &threads, "OpenMP threads");
   f.add("eval-batch", &eval_batch, "batch size for evaluation");
   f.add("device", &device, "cpu, cuda, or auto (cuda when this build has the CUDA backend and a device is present)");
-  f.add_switch("tf32", &tf32, "cuda: matrix products in TF32 on tensor cores (faster, ~1e-3 relative error)");
+  f.add("precision", &precision,
+        "fp32, or tf32 (cuda: matrix products in TF32 on tensor cores, faster, ~1e-3 relative error); bf16 and fp16 "
+        "are not implemented yet (exit code 2)");
+  f.add_switch("tf32", &tf32, "the same as --precision tf32");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
   f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
@@ -132,8 +135,25 @@ Device TrainOptions::resolved_device() const {
   throw UsageError("--device " + device + ": allowed: cpu, cuda, auto");
 }
 
+Precision TrainOptions::resolved_precision() const {
+  Precision p = Precision::fp32;
+  try {
+    p = parse_precision(precision);
+    if (tf32 && p != Precision::tf32 && precision != "fp32")
+      throw UsageError("--tf32 and --precision " + precision + " contradict each other (--tf32 is --precision tf32)");
+    if (tf32) p = Precision::tf32;
+    check_precision(p, resolved_device());
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  return p;
+}
+
 void TrainOptions::validate() const {
   (void)resolved_device();
+  (void)resolved_precision();
   LIERE_ENSURE(epochs >= 0 && batch >= 1 && eval_batch >= 1 && threads >= 1,
                "epochs must be >= 0, batch, eval-batch and threads >= 1");
   LIERE_ENSURE(epochs >= 1 || !init_from.empty(),
@@ -182,8 +202,9 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
       if (comm_.local_size() > gpus)
         std::cerr << "warning: " << comm_.local_size() << " ranks share this machine's " << gpus << " GPUs\n";
     }
-    cuda::set_tf32(opt_.tf32);
-    std::cerr << "device: cuda, " << cuda::device_description() << (opt_.tf32 ? ", TF32 matrix products" : "") << "\n";
+    const bool tf32 = opt_.resolved_precision() == Precision::tf32;
+    cuda::set_tf32(tf32);
+    std::cerr << "device: cuda, " << cuda::device_description() << (tf32 ? ", TF32 matrix products" : "") << "\n";
 #endif
     params_.to(device_);  // before the optimizer: its state lives where the parameters do
   }
@@ -322,7 +343,8 @@ double Trainer::bench(int steps) {
   const double ips = double(steps) * B / s;
   const double gflops = 3.0 * cfg_.gflops_per_image() * ips;  // forward + backward ≈ 3 × forward
   std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\ndevice=" << to_string(device_)
-            << (device_ == Device::cuda && opt_.tf32 ? " tf32" : "") << " threads=" << opt_.threads
+            << (device_ == Device::cuda && opt_.resolved_precision() == Precision::tf32 ? " tf32" : "")
+            << " threads=" << opt_.threads
             << " gemm=" << (device_ == Device::cuda ? std::string("cuBLAS") : cpu::gemm_backend_name(cpu::gemm_backend()))
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
             << 1000 * s / steps << " step_cpu_ms=" << 1000 * cpu / steps << " achieved_gflops=" << gflops

@@ -19,6 +19,7 @@
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
 #include <app/progress.hpp>
+#include <liere/core/precision.hpp>
 #include <liere/nn/engine.hpp>
 
 #include <cstdint>
@@ -73,7 +74,8 @@ struct TrainOptions {
   int log_every = 0;  // steps between step-level metrics rows (0: per epoch only)
   bool dry_run = false;
   std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
-  bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores
+  bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores (the same as --precision tf32)
+  std::string precision = "fp32";  // fp32, tf32, bf16, fp16 (core/precision.hpp: what this build can train in)
   // data parallel (mpirun)
   double comm_timeout = 30;     // seconds a collective waits for the other ranks before the job is ended
   double bucket_mib = 4;        // gradient all-reduce bucket size
@@ -86,6 +88,9 @@ struct TrainOptions {
   void validate() const;
   // The device --device names (auto resolved).
   Device resolved_device() const;
+  // --precision, parsed and checked against the device: a value this build cannot train in on it (bf16 and fp16
+  // for now; tf32 off cuda) is a UsageError (exit code 2) that says what it can. --tf32 is --precision tf32.
+  Precision resolved_precision() const;
   // Ranks other than 0 write no files: clears --summary-json and --predictions there.
   void root_writes_files();
 };
