@@ -6,6 +6,7 @@
 #include <liere/attention.hpp>
 #include <liere/pe/liere.hpp>
 #include <numbers>
+#include <omp.h>
 
 #include "test_util.hpp"
 
@@ -244,6 +245,50 @@ TEST_CASE("attention gradients with a skipped CLS token and with transforms", "[
   rot.heads[0].transform = transforms[0].data();
   rot.heads[1].transform = transforms[1].data();
   check_gradients(p, rot, &tables, &transforms);
+}
+
+TEST_CASE("heads that share a transform accumulate into one dP, every head's share, on any thread count",
+          "[attention][backward]") {
+  // STRING with --sharing layer: the heads of a layer pass the same transform and the same dP buffer. The backward
+  // must add every head's dYᵀX into it; with one thread per head two threads would write it at once. Reference: each
+  // head into its own buffer, summed. Large enough (rows 2400, D 32) that concurrent products would overlap.
+  const int H = 8, D = 32, B = 8, T = 300;
+  Problem p = make_problem(B, T, H, D, true);
+  auto tables = random_rotation_tables(H, T, D, 2, 11);
+  const std::vector<double> transform = random_vector(std::size_t(D) * D);
+  auto rot = rotations_of(tables);
+  for (auto& h : rot.heads) h.transform = transform.data();
+  liere::AttentionCache<double> cache;
+  cache.backward = true;
+  std::vector<double> out(std::size_t(p.s.size()));
+  liere::attention_forward(p.s, p.qkv.data(), p.qkv.data() + p.kofs, p.qkv.data() + p.vofs, p.ld, rot, {}, out.data(),
+                           cache);
+  const std::vector<double> g = random_vector(out.size());
+  auto run = [&](bool shared) {
+    std::vector<liere::RotationTable<double>> dtables(H);
+    std::vector<std::vector<double>> dp(shared ? 1 : H, std::vector<double>(std::size_t(D) * D, 0.0));
+    std::vector<liere::HeadRotationGrad<double>> drot;
+    for (int h = 0; h < H; ++h) {
+      dtables[h].resize(T, D, 2);
+      drot.push_back({dtables[h].view(), dp[shared ? 0 : h].data()});
+    }
+    std::vector<double> dqkv(p.qkv.size(), 0.0);
+    liere::attention_backward(p.s, p.qkv.data(), p.qkv.data() + p.kofs, p.qkv.data() + p.vofs, p.ld, rot, {}, g.data(),
+                              cache, dqkv.data(), dqkv.data() + p.kofs, dqkv.data() + p.vofs, &drot);
+    std::vector<double> sum(std::size_t(D) * D, 0.0);
+    for (const auto& d : dp)
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += d[i];
+    return sum;
+  };
+  const std::vector<double> want = run(false);
+  // One thread per head (more threads than cores: preemption inside a product makes overlapping updates likelier).
+  // A race shows only sometimes: with the heads run in parallel into the shared buffer (the bug this guards), 100
+  // repetitions failed in 1 of 5 runs and 4 repetitions in 1 of 4 (2 cores, loaded machine). The result with a
+  // shared buffer is checked on every run.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(H);
+  for (int rep = 0; rep < 8; ++rep) CHECK(max_rel_err(run(true), want) < 1e-12);
+  omp_set_num_threads(threads);
 }
 
 TEST_CASE("a skipped CLS token equals an identity row in the table", "[attention]") {

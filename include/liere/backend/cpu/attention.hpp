@@ -313,9 +313,16 @@ void attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* 
                     B, tr, H, h);
   }
   if (!transformed) return;
-  // Through y = P·x: dx += Pᵀ·dy, dP += Σ dy·xᵀ.
+  // Through y = P·x: dx += Pᵀ·dy, dP += Σ dy·xᵀ. One head per thread, unless heads share a dP buffer (a transform
+  // shared by the heads of a layer, or by every layer): then in head order on this thread, since two threads
+  // accumulating into one buffer would lose updates.
   const std::int64_t rows = std::int64_t(B) * T;
-#pragma omp parallel for schedule(static)
+  bool distinct_dp = true;
+  if (drot)
+    for (int h = 0; h < H && distinct_dp; ++h)
+      for (int g = 0; g < h; ++g)
+        if ((*drot)[h].dtransform && (*drot)[h].dtransform == (*drot)[g].dtransform) distinct_dp = false;
+#pragma omp parallel for schedule(static) if (distinct_dp)
   for (int h = 0; h < H; ++h) {
     const Scalar* pm = rot.heads[h].transform;
     for (int which = 0; which < 2; ++which) {
