@@ -58,9 +58,17 @@ inline void givens(double y, double z, double& c, double& s, double& r) {
     r = y;
     return;
   }
-  r = std::sqrt(y * y + z * z);  // B is scaled to ‖B‖ ≈ 1: no overflow (std::hypot is several times slower)
-  if (!(r > 1e-150)) r = std::hypot(y, z);  // y² + z² underflowed
-  const double inv = 1.0 / r;
+  // B is scaled to ‖B‖ ≈ 1: no overflow (std::hypot is several times slower). 1/r = r/(y² + z²): the square root
+  // and the division run side by side (this chain of rotations is the latency of the whole QR iteration).
+  const double q = y * y + z * z;
+  if (!(q > 1e-300)) {  // y² + z² underflowed
+    r = std::hypot(y, z);
+    c = y / r;
+    s = z / r;
+    return;
+  }
+  r = std::sqrt(q);
+  const double inv = r * (1.0 / q);
   c = y * inv;
   s = z * inv;
 }
