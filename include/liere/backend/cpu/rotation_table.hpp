@@ -33,7 +33,9 @@
 #include <liere/core/parallel.hpp>
 #include <liere/lie/skew_schur.hpp>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <type_traits>
 #include <vector>
@@ -43,10 +45,19 @@ namespace liere::cpu {
 // How the op computes blocks of 32 and 64 (smaller blocks always take the closed forms or the polynomial):
 //   Auto        the spectral path (the default)
 //   Polynomial  scaling and squaring and its Fréchet derivative, as the CUDA kernels (for comparisons and benches)
+// set_rotation_table_method, or the environment variable LIERE_TABLE_METHOD=spectral|polynomial (read once, at the
+// first use; another value stops with an error that names the two).
 enum class TableMethod { Auto, Polynomial };
 namespace detail {
 inline std::atomic<TableMethod>& table_method_ref() {
-  static std::atomic<TableMethod> m{TableMethod::Auto};
+  static std::atomic<TableMethod> m{[] {
+    const char* env = std::getenv("LIERE_TABLE_METHOD");
+    if (!env || !*env) return TableMethod::Auto;
+    const std::string v(env);
+    LIERE_ENSURE(v == "spectral" || v == "polynomial",
+                 "LIERE_TABLE_METHOD is '" << v << "'; expected 'spectral' (the default) or 'polynomial'");
+    return v == "polynomial" ? TableMethod::Polynomial : TableMethod::Auto;
+  }()};
   return m;
 }
 }  // namespace detail
@@ -179,18 +190,17 @@ void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTa
   cache.valid = keep;
 }
 
-// l = L(Aᵀ, g) from Q (rounded to S) and σ; work: 2·N² values of S and N doubles.
-template <int N, class S>
-void schur_adjoint(const S* q, const double* sigma, const S* g, S* l, S* work, double* half) {
-  constexpr int NN = N * N;
-  S *t = work, *mm = work + NN;
-  gemm<S>(true, false, N, N, N, S(1), q, g, S(0), t);    // Qᵀ G
-  gemm<S>(false, false, N, N, N, S(1), t, q, S(0), mm);  // (Qᵀ G) Q
-  skew_schur_half_angles(sigma, N / 2, half, half + N / 2);
-  skew_schur_divided(mm, N, sigma, half, half + N / 2);
-  gemm<S>(false, false, N, N, N, S(1), q, mm, S(0), t);  // Q 𝓛
-  gemm<S>(false, true, N, N, N, S(1), t, q, S(0), l);    // (Q 𝓛) Qᵀ
-  (void)NN;
+// l = L(Aᵀ, g) from Q (n×n, rounded to S) and σ (n/2); the products by the GEMM library in S on the calling
+// thread; work: 2·n² values of S, half: n doubles. (Also the torch operators' backward, python/csrc.)
+template <class S>
+void schur_adjoint(int n, const S* q, const double* sigma, const S* g, S* l, S* work, double* half) {
+  S *t = work, *mm = work + std::ptrdiff_t(n) * n;
+  gemm<S>(true, false, n, n, n, S(1), q, g, S(0), t);    // Qᵀ G
+  gemm<S>(false, false, n, n, n, S(1), t, q, S(0), mm);  // (Qᵀ G) Q
+  skew_schur_half_angles(sigma, n / 2, half, half + n / 2);
+  skew_schur_divided(mm, n, sigma, half, half + n / 2);
+  gemm<S>(false, false, n, n, n, S(1), q, mm, S(0), t);  // Q 𝓛
+  gemm<S>(false, true, n, n, n, S(1), t, q, S(0), l);    // (Q 𝓛) Qᵀ
 }
 
 template <int N, class S>
@@ -234,7 +244,7 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
         }
       }
       if (q) {
-        schur_adjoint<N, S>(q, sigma, gi, l, scratch, half);
+        schur_adjoint<S>(N, q, sigma, gi, l, scratch, half);
       } else {
         kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
         for (int e = 0; e < NN; ++e) g[e] = gi[e];
