@@ -8,15 +8,16 @@
 //
 // Both maps run liere's code (lie/exp.hpp): the exponential in double (closed forms for b = 2, 3, scaling and
 // squaring of the degree-18 Taylor polynomial otherwise, with the skew-symmetric scaling), and the backward as
-// the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input. Nothing of
-// torch's matrix_exp is used.
+// the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input; for even
+// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, its Q and σ saved for a backward of
+// four products). Nothing of torch's matrix_exp is used.
 //
 // The functions are maps on so(n): an input is read through its skew-symmetric part skew(X) = (X − Xᵀ)/2 (after
 // a check that it is skew to a stated tolerance), so the gradient of a raw input is skew(L). For any input
 // built skew-symmetric (W − Wᵀ, the official LieRE parametrisation) the chain rule gives the same parameter
 // gradient as torch.matrix_exp's.
 //
-// rotation_tables keeps nothing for the backward but its two inputs: each A(p) = Σ_i p_i B_i is formed again
+// rotation_tables keeps nothing for the backward but its two inputs (and Q, σ at b ≥ 32): each A(p) = Σ_i p_i B_i is formed again
 // per (position, set) in the backward; the gradients are dB_i = skew(Σ_p p_i L_p) and dp_i = Σ_S ⟨L_p, B_i⟩,
 // two matrix products over the adjoints L_p (one buffer of the output's size, freed at the end of the backward).
 //
