@@ -119,7 +119,11 @@ std::int64_t grain_for(std::int64_t b) { return std::max<std::int64_t>(1, 32768 
 // the dtype) and σ (double, b/2 per matrix) are saved for the backward, which is four products in the dtype:
 // L(Aᵀ, G) = Q 𝓛(Qᵀ G Q) Qᵀ (backend/cpu/rotation_table.hpp's schur_adjoint, the GEMM library). A matrix whose
 // decomposition fails (non-finite input) takes liere::exp / exp_backward and is marked by σ[0] = NaN.
-bool spectral_size(std::int64_t b) { return b >= 32 && b % 2 == 0 && b <= liere::kSchurMaxN; }
+// LIERE_TABLE_METHOD=polynomial (liere::cpu::set_rotation_table_method) turns it off, for comparisons.
+bool spectral_size(std::int64_t b) {
+  return b >= 32 && b % 2 == 0 && b <= liere::kSchurMaxN &&
+         liere::cpu::rotation_table_method() == liere::cpu::TableMethod::Auto;
+}
 
 // Per-thread buffers of one spectral exponential of size b (doubles).
 struct SpectralBuffers {
