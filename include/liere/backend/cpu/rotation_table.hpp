@@ -11,7 +11,8 @@
 //
 // Blocks of 32 and 64 take the spectral path (below, and docs/math.md "The spectral path"): the real Schur form of
 // each generator in double, exp through it, and a backward of four products with the forward's Q and σ, which the
-// forward keeps in a cache; 2.5–4× cheaper than scaling and squaring at 64 (bench/README.md). The rest of this
+// forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
+// "Rotation tables: spectral against polynomial"). The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
 // (evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float tables
