@@ -4,6 +4,9 @@
 // Block ∈ {2, 8, 64}, float32, all threads.
 //   forward            the 12 rotation tables from the parameters
 //   forward + backward the tables, then the gradient to the parameters from a fixed random dL/dtable
+// Blocks of 32 and 64 are timed twice in the same run, interleaved: the op's default (the spectral path, method
+// "spectral") and the polynomial path (scaling and squaring + its Fréchet derivative, method "polynomial",
+// cpu::set_rotation_table_method), with the per-table time (ms / (12·64·64/b) tables) and the ratio.
 // Prints a table and JSON lines (--json PATH appends them); bench/compare.py runs this beside
 // bench/torch_rotation.py and prints the ratios.
 #define LIERE_COUNT_FLOPS
@@ -82,7 +85,8 @@ int main(int argc, char** argv) {
   std::printf("threads %d, reps %d, warmup %d, sgemm (liere::cpu::gemm, %s) %.1f GFLOP/s (0: not measured)\n",
               liere::bench::threads(), opt.reps, opt.warmup,
               liere::cpu::gemm_backend_name(liere::cpu::gemm_backend()), sgemm);
-  std::printf("%6s %12s %14s %14s %12s\n", "block", "fwd ms", "fwd+bwd ms", "GFLOP/s f+b", "of sgemm");
+  std::printf("%6s %11s %10s %12s %14s %12s %12s %14s\n", "block", "method", "fwd ms", "fwd+bwd ms", "us/table f+b",
+              "GFLOP/s f+b", "of sgemm", "speed-up f+b");
   for (int block : opt.blocks) {
     // One parameter set per head, all heads in one call: tables (heads × tokens) rows.
     const liere::LieREGeometry geo{heads, dim, head_dim, block};
@@ -104,42 +108,77 @@ int main(int argc, char** argv) {
       std::fill(dparams.begin(), dparams.end(), 0.0f);
       liere::cpu::rotation_table_backward(params.data(), pos.data(), dtable.data().data(), dparams.data(), shape);
     };
-    const liere::bench::Timing tf = liere::bench::time_ms(forward, opt.reps, opt.warmup);
-    const liere::bench::Timing tfb = liere::bench::time_ms(forward_backward, opt.reps, opt.warmup);
+    // The methods of this block: the default, and the polynomial path beside it where the default differs.
+    std::vector<liere::cpu::TableMethod> methods = {liere::cpu::TableMethod::Auto};
+    if (block >= 32) methods.push_back(liere::cpu::TableMethod::Polynomial);
+    std::vector<liere::bench::Timing> tf(methods.size()), tfb(methods.size());
+    std::vector<std::vector<double>> fwd_runs(methods.size()), fb_runs(methods.size());
+    // Interleaved: one timing of each method per round, 3 rounds; reported: the round with the lowest median.
+    for (int round = 0; round < 3; ++round)
+      for (std::size_t m = 0; m < methods.size(); ++m) {
+        liere::cpu::set_rotation_table_method(methods[m]);
+        const liere::bench::Timing a = liere::bench::time_ms(forward, opt.reps, opt.warmup);
+        const liere::bench::Timing b = liere::bench::time_ms(forward_backward, opt.reps, opt.warmup);
+        fwd_runs[m].push_back(a.median_ms);
+        fb_runs[m].push_back(b.median_ms);
+        if (round == 0 || a.median_ms < tf[m].median_ms) tf[m] = a;
+        if (round == 0 || b.median_ms < tfb[m].median_ms) tfb[m] = b;
+      }
+    liere::cpu::set_rotation_table_method(liere::cpu::TableMethod::Auto);
     liere::detail::product_flops = 0;
     {
       liere::RotationTable<float> ref;
       liere::liere_table_forward<float>(geo, params, pos, tokens, ref);
       liere::liere_table_backward<float>(geo, params, pos, tokens, dtable, dparams);
-      forward();  // the orthogonality below is the op's
     }
-    const double gflops = double(liere::detail::product_flops.load()) / (tfb.median_ms * 1e6);
-    double orth = 0;
-    for (int t = 0; t < tokens; ++t) {
-      const Eigen::MatrixXd r = table.matrix(t).cast<double>();
-      orth = std::max(orth, (r.transpose() * r - Eigen::MatrixXd::Identity(head_dim, head_dim)).cwiseAbs().maxCoeff());
+    const double ref_flops = double(liere::detail::product_flops.load());
+    const int tables = heads * tokens * (head_dim / block);
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      liere::cpu::set_rotation_table_method(methods[m]);
+      forward();  // the orthogonality below is this method's
+      liere::cpu::set_rotation_table_method(liere::cpu::TableMethod::Auto);
+      const double gflops = ref_flops / (tfb[m].median_ms * 1e6);
+      double orth = 0;
+      for (int t = 0; t < tokens; ++t) {
+        const Eigen::MatrixXd r = table.matrix(t).cast<double>();
+        orth = std::max(orth, (r.transpose() * r - Eigen::MatrixXd::Identity(head_dim, head_dim)).cwiseAbs().maxCoeff());
+      }
+      const char* name = methods[m] == liere::cpu::TableMethod::Polynomial ? "polynomial"
+                         : block >= 32                                      ? "spectral"
+                                                                            : "default";
+      const double speedup = methods.size() > 1 && m == 0 ? tfb[1].median_ms / tfb[0].median_ms : 1.0;
+      std::printf("%6d %11s %10.2f %12.2f %14.1f %12.1f %11.0f%% %14.2f\n", block, name, tf[m].median_ms,
+                  tfb[m].median_ms, 1e3 * tfb[m].median_ms / tables, gflops, sgemm > 0 ? 100 * gflops / sgemm : 0.0,
+                  speedup);
+      std::string fr, br;
+      for (std::size_t r = 0; r < fwd_runs[m].size(); ++r) {
+        fr += (r ? "," : "") + std::to_string(fwd_runs[m][r]);
+        br += (r ? "," : "") + std::to_string(fb_runs[m][r]);
+      }
+      liere::bench::JsonLine j;
+      j.add("bench", "rotation_tables")
+          .add("impl", "liere")
+          .add("method", name)
+          .add("block", block)
+          .add("tables", tables)
+          .add("fwd_ms", tf[m].median_ms)
+          .add("fwdbwd_ms", tfb[m].median_ms)
+          .add("fwd_min_ms", tf[m].min_ms)
+          .add("fwdbwd_min_ms", tfb[m].min_ms)
+          .add("fwd_cpu_ms", tf[m].cpu_median_ms)
+          .add("fwdbwd_cpu_ms", tfb[m].cpu_median_ms)
+          .add("fwd_round_medians_ms", fr)
+          .add("fwdbwd_round_medians_ms", br)
+          .add("gflops_fwdbwd", gflops)
+          .add("orth_unit", orth)
+          .add("threads", liere::bench::threads())
+          .add("reps", opt.reps)
+          .add("warmup", opt.warmup)
+          .add("peak_rss_mib", liere::bench::peak_rss_mib());
+      if (sgemm > 0) j.add("sgemm_gflops", sgemm);
+      j.add("gemm", liere::cpu::gemm_backend_name(liere::cpu::gemm_backend()));
+      j.emit(opt.json);
     }
-    std::printf("%6d %12.2f %14.2f %14.1f %11.0f%%\n", block, tf.median_ms, tfb.median_ms, gflops,
-                sgemm > 0 ? 100 * gflops / sgemm : 0.0);
-    liere::bench::JsonLine j;
-    j.add("bench", "rotation_tables")
-        .add("impl", "liere")
-        .add("block", block)
-        .add("fwd_ms", tf.median_ms)
-        .add("fwdbwd_ms", tfb.median_ms)
-        .add("fwd_min_ms", tf.min_ms)
-        .add("fwdbwd_min_ms", tfb.min_ms)
-        .add("fwd_cpu_ms", tf.cpu_median_ms)
-        .add("fwdbwd_cpu_ms", tfb.cpu_median_ms)
-        .add("gflops_fwdbwd", gflops)
-        .add("orth_unit", orth)
-        .add("threads", liere::bench::threads())
-        .add("reps", opt.reps)
-        .add("warmup", opt.warmup)
-        .add("peak_rss_mib", liere::bench::peak_rss_mib());
-    if (sgemm > 0) j.add("sgemm_gflops", sgemm);
-    j.add("gemm", liere::cpu::gemm_backend_name(liere::cpu::gemm_backend()));
-    j.emit(opt.json);
   }
   return 0;
 }

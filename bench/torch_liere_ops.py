@@ -11,7 +11,9 @@ depend on the batch (B = 128 images share one table per forward); the encoder ru
              (1, 64, 2, 12, m, b, b), a zero generator for CLS, then torch.matrix_exp per layer
              (EXPONENTIATE_LOOP, A rounded to float32 and cast to the dtype as the official code does);
   liere    : liere_torch.LierePositionEncoder, the drop-in with the same parameters (its state dict loaded from the
-             official module's), i.e. torch.ops.liere.rotation_tables.
+             official module's), i.e. torch.ops.liere.rotation_tables (at b = 64 the spectral path);
+  liere-poly (b = 64 only): the same with LIERE_TABLE_METHOD=polynomial, the scaling-and-squaring path that b = 64
+             took before the spectral one (docs/math.md), for the side-by-side comparison.
 
 Timed (median and min over --reps after --warmup, wall time, torch.set_num_threads(--threads) on both sides):
   fwd      : the encoder's forward under torch.no_grad()
@@ -68,6 +70,8 @@ def run_case(args, env, impl: str, block: int, dtype_name: str) -> dict:
     torch.manual_seed(args.seed + block)
     official = OfficialEncoder(block).to(dtype)
     positions = tc.grid_positions(IMAGE // PATCH).unsqueeze(0)  # (1, 64, 2), official grid at training size
+    if impl == "liere-poly":  # read by the library at its first use
+        os.environ["LIERE_TABLE_METHOD"] = "polynomial"
     if impl == "official":
         module = official
 
@@ -128,24 +132,30 @@ def main() -> int:
         return 0
     args.skip_sgemm = True
     env = tc.setup(args, "torch_liere_ops")
-    cases = [f"{impl}:{b}:{dt}" for b in BLOCKS for dt in DTYPES for impl in ("liere", "official")]
+    cases = [f"{impl}:{b}:{dt}" for b in BLOCKS for dt in DTYPES
+             for impl in (("liere", "official", "liere-poly") if b == 64 else ("liere", "official"))]
     records = tc.run_children(args, env, "--case", cases)
     rows = []
     for b in BLOCKS:
         for dt in DTYPES:
             got = {r["impl"]: r for r in records if r["block"] == b and r["dtype"] == dt}
-            if len(got) != 2:
+            if "official" not in got or "liere" not in got:
                 continue
             o, l = got["official"], got["liere"]
+            pp = got.get("liere-poly")
             rows.append({"case": f"b={b} {dt}", "off_f": o["fwd_ms"], "lie_f": l["fwd_ms"],
                          "x_f": o["fwd_ms"] / l["fwd_ms"], "off_fb": o["fwdbwd_ms"], "lie_fb": l["fwdbwd_ms"],
                          "x_fb": o["fwdbwd_ms"] / l["fwdbwd_ms"], "off_mem": o["peak_rss_mib"] - o["base_rss_mib"],
-                         "lie_mem": l["peak_rss_mib"] - l["base_rss_mib"]})
+                         "lie_mem": l["peak_rss_mib"] - l["base_rss_mib"],
+                         "poly_fb": pp["fwdbwd_ms"] if pp else float("nan"),
+                         "x_poly": o["fwdbwd_ms"] / pp["fwdbwd_ms"] if pp else float("nan"),
+                         "poly_mem": pp["peak_rss_mib"] - pp["base_rss_mib"] if pp else float("nan")})
     tc.print_table(rows, [("case", "case", "{}"), ("off_f", "official fwd ms", "{:.1f}"),
                           ("lie_f", "liere fwd ms", "{:.1f}"), ("x_f", "fwd ×", "{:.1f}"),
                           ("off_fb", "official fwd+bwd ms", "{:.1f}"), ("lie_fb", "liere fwd+bwd ms", "{:.1f}"),
                           ("x_fb", "fwd+bwd ×", "{:.1f}"), ("off_mem", "official +MiB", "{:.0f}"),
-                          ("lie_mem", "liere +MiB", "{:.0f}")])
+                          ("lie_mem", "liere +MiB", "{:.0f}"), ("poly_fb", "liere-poly fwd+bwd ms", "{:.1f}"),
+                          ("x_poly", "poly fwd+bwd ×", "{:.1f}"), ("poly_mem", "poly +MiB", "{:.0f}")])
     if args.json:
         commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()

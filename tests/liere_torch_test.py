@@ -180,6 +180,18 @@ class SoExp(unittest.TestCase):
         r = liere_torch.so_exp(a)
         self.assertTrue(torch.isnan(r[0]).all())
         self.assertTrue(torch.equal(r[1], torch.eye(4, dtype=F64)))
+        # b = 64 takes the spectral path (the Schur form): a non-finite matrix falls back to the polynomial one,
+        # NaN forward and backward; the finite one beside it is unaffected.
+        for dt in (F64, torch.float32):
+            a = random_skew(2, b=64, norm=3.0).to(dt)
+            a[0, 3, 5], a[0, 5, 3] = float("inf"), float("-inf")
+            a.requires_grad_(True)
+            r = liere_torch.so_exp(a)
+            (g,) = torch.autograd.grad((r * torch.ones_like(r)).sum(), a)
+            self.assertTrue(torch.isnan(r[0]).all())
+            self.assertTrue(torch.isnan(g[0]).any())
+            self.assertTrue(torch.isfinite(r[1]).all() and torch.isfinite(g[1]).all())
+            self.assertLessEqual(orth_error(r[1].detach()), 1e-6)
 
     def test_gradcheck_float64(self):
         gen = torch.Generator().manual_seed(2)
@@ -224,8 +236,8 @@ class SoExp(unittest.TestCase):
                     self.assertLessEqual(ours_double, 1e-6)
 
     def test_float32_gradient_against_float64(self):
-        # The float32 backward (the kernel's float Frechet derivative at b = 64, liere::exp_backward in float
-        # below) against the float64 gradient of the same float32-rounded input. Its error is that of float
+        # The float32 backward (at b = 32 and 64 the spectral adjoint, four float products with the forward's
+        # Schur form; liere::exp_backward in float below) against the float64 gradient of the same float32-rounded input. Its error is that of float
         # scaling and squaring: about 2^s * u relative (s squarings, u = 6e-8), s <= log2(||A||_2 / 3) + 1, so
         # the bound below is 8 * u * max(1, ||A||_2) relative to the largest gradient entry.
         gen = torch.Generator().manual_seed(11)
@@ -302,7 +314,7 @@ class RotationTables(unittest.TestCase):
         self.assertEqual(g.shape, w.shape)
 
     def test_float32_gradient_against_float64(self):
-        # as SoExp's: the float32 backward (kernel Frechet at b = 64) against float64 on the same float32 inputs,
+        # as SoExp's: the float32 backward (the spectral adjoint at b = 64) against float64 on the same float32 inputs,
         # relative to the largest entry, within 8 u max(1, max ||A(p)||_2); the positions' gradients are float
         # dot products of length n = sets * b^2 on top (a float reduction: + sqrt(n) u; main's float backward
         # measured 5.5e-7 at b = 64, ||A|| = 1, above the bases' bound 4.8e-7)

@@ -11,6 +11,7 @@
 #include <liere/backend/cpu/rotation_table.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
 #include <liere/lie/exp.hpp>
+#include <liere/lie/skew_schur.hpp>
 #include <liere/pe/liere.hpp>
 LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Dense>
@@ -270,4 +271,212 @@ TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found
                       Catch::Contains("bad shape"));
   REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 20, 5}),
                       Catch::Contains("block size 5 has no kernel"));
+}
+
+// ---- The spectral path (lie/skew_schur.hpp; the op's blocks of 32 and 64) --------------------------------------
+
+namespace {
+
+// A = Q₀ Θ Q₀ᵀ with Q₀ a random orthogonal matrix and Θ the given angles (the spectra the decomposition must
+// survive: zero, repeated, clustered, huge).
+MatD skew_with_angles(const std::vector<double>& angles, std::uint64_t seed) {
+  const int n = 2 * int(angles.size());
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> d;
+  MatD x(n, n);
+  for (int i = 0; i < n * n; ++i) x.data()[i] = d(g);
+  const MatD q0 = Eigen::HouseholderQR<MatD>(x).householderQ();
+  MatD th = MatD::Zero(n, n);
+  for (int j = 0; j < n / 2; ++j) {
+    th(2 * j, 2 * j + 1) = angles[std::size_t(j)];
+    th(2 * j + 1, 2 * j) = -angles[std::size_t(j)];
+  }
+  MatD a = q0 * th * q0.transpose();
+  a = (a - a.transpose()) / 2;  // exactly skew
+  return a;
+}
+
+struct Spectrum {
+  const char* name;
+  std::vector<double> angles;  // empty: a Gaussian matrix of 2-norm `norm`
+  double norm;
+};
+
+std::vector<Spectrum> test_spectra(int n) {
+  const int m = n / 2;
+  std::vector<Spectrum> s;
+  s.push_back({"gaussian, norm 0.7", {}, 0.7});
+  s.push_back({"gaussian, norm 30", {}, 30.0});
+  s.push_back({"gaussian, norm 1e4", {}, 1e4});
+  s.push_back({"zero", std::vector<double>(std::size_t(m), 0.0), 0});
+  s.push_back({"all angles equal (2.5)", std::vector<double>(std::size_t(m), 2.5), 0});
+  std::vector<double> pairs, zeros, cluster, huge;
+  for (int j = 0; j < m; ++j) {
+    pairs.push_back(1.0 + double(j / 2));                 // repeated in pairs
+    zeros.push_back(j % 3 == 0 ? 0.0 : 0.5 * (j + 1));    // a null space of dimension ≥ 2
+    cluster.push_back(1.0 + 1e-11 * j);                   // within 1e-9 of each other
+    huge.push_back(j % 2 ? 1e4 : -1e4 + 1e-6 * j);        // ±1e4, nearly repeated
+  }
+  s.push_back({"pairs of equal angles", pairs, 0});
+  s.push_back({"a third of the angles zero", zeros, 0});
+  s.push_back({"clustered angles (1e-11 apart)", cluster, 0});
+  s.push_back({"angles ±1e4", huge, 0});
+  return s;
+}
+
+MatD spectrum_matrix(const Spectrum& sp, int n, std::uint64_t seed) {
+  if (sp.angles.empty()) return random_skew(n, sp.norm, seed);
+  return skew_with_angles(sp.angles, seed);
+}
+
+void check_schur(int n) {
+  for (const Spectrum& sp : test_spectra(n)) {
+    INFO("n " << n << ", " << sp.name);
+    const MatD a = spectrum_matrix(sp, n, 100 + n);
+    const double an = std::max(1.0, a.cwiseAbs().maxCoeff());
+    MatD q(n, n);
+    std::vector<double> sigma(std::size_t(n / 2)), work(skew_schur_work(n) + std::size_t(n) * n + 2 * n);
+    REQUIRE(skew_schur(a.data(), n, q.data(), sigma.data(), work.data()));
+    CHECK((q.transpose() * q - MatD::Identity(n, n)).cwiseAbs().maxCoeff() <= 1e-13);
+    MatD th = MatD::Zero(n, n);
+    for (int j = 0; j < n / 2; ++j) {
+      th(j, n / 2 + j) = sigma[std::size_t(j)];
+      th(n / 2 + j, j) = -sigma[std::size_t(j)];
+    }
+    CHECK((q * th * q.transpose() - a).cwiseAbs().maxCoeff() <= 1e-13 * an);
+    // exp through the Schur form against lie/exp.hpp (scaling and squaring) in double
+    MatD r(n, n);
+    skew_schur_exp(q.data(), sigma.data(), n, r.data(), work.data());
+    const MatD ref = liere::exp(Eigen::MatrixXd(a));
+    CHECK((r - ref).cwiseAbs().maxCoeff() <= 2e-13 * an);
+    CHECK((r.transpose() * r - MatD::Identity(n, n)).cwiseAbs().maxCoeff() <= 1e-13);
+    // the adjoint L(Aᵀ, G), two independent ways: exp_frechet (the Fréchet derivative of lie/exp.hpp's scheme,
+    // a block-triangular exponential) and central differences of lie/exp.hpp in a random direction
+    std::mt19937_64 g(7 + n);
+    std::normal_distribution<double> d;
+    MatD gm(n, n), e(n, n);
+    for (int i = 0; i < n * n; ++i) gm.data()[i] = d(g), e.data()[i] = d(g);
+    MatD da = MatD::Zero(n, n);
+    skew_schur_exp_adjoint(q.data(), sigma.data(), n, gm.data(), da.data(), work.data());
+    const MatD lf = liere::exp_frechet(Eigen::MatrixXd(a.transpose()), Eigen::MatrixXd(gm));
+    CHECK((da - lf).cwiseAbs().maxCoeff() <= 1e-12 * an * std::max(1.0, lf.cwiseAbs().maxCoeff()));
+    // Central differences resolve ⟨G, L(A, E)⟩ to about u·‖A‖/h·Σ|G|: at ‖A‖ = 1e4 that is of order 1, so the
+    // spectra with ‖A‖ ≥ 1e4 are checked against exp_frechet only.
+    if (an > 1e3) continue;
+    const double h = 1e-6;
+    Eigen::MatrixXd rp(n, n), rm(n, n);
+    liere::detail::expm_ss(Eigen::MatrixXd(a + h * e), rp);
+    liere::detail::expm_ss(Eigen::MatrixXd(a - h * e), rm);
+    const double fd = (gm.array() * (rp - rm).array()).sum() / (2 * h), an_dot = (da.array() * e.array()).sum();
+    CHECK(std::abs(fd - an_dot) <= 1e-7 * an * std::max(1.0, std::abs(an_dot)));
+  }
+}
+
+// The op's tables and gradients with a given method (and the cache's state), double or float.
+template <class S>
+struct OpRun {
+  std::vector<S> table, dw;
+};
+template <class S>
+OpRun<S> run_op(const RotationTableShape& sh, const std::vector<S>& w, const std::vector<S>& pos,
+                const std::vector<S>& dt, cpu::TableMethod method) {
+  cpu::set_rotation_table_method(method);
+  OpRun<S> r;
+  r.table.resize(std::size_t(sh.table_size()));
+  r.dw.assign(w.size(), S(0));
+  cpu::rotation_table_forward(w.data(), pos.data(), r.table.data(), sh);
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), r.dw.data(), sh);
+  cpu::set_rotation_table_method(cpu::TableMethod::Auto);
+  return r;
+}
+
+// The spectral op against the polynomial op (same precision), and in float against the spectral op in double on the
+// same (float) inputs; every table block orthogonal; and the cache: a backward whose forward was another one (the
+// cache holds other inputs) decomposes again and gives the same gradient bit for bit.
+template <class S>
+void check_spectral_op(int block, double scale, double fwd_tol, double bwd_rel_tol) {
+  INFO("block " << block << ", generator scale " << scale << (std::is_same_v<S, float> ? ", float" : ", double"));
+  const RotationTableShape sh{2, 2, 5, 64, block};
+  std::mt19937_64 g(block * 3 + 1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<S> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim), dt(std::size_t(sh.table_size()));
+  for (auto& x : w) x = S(scale * u(g));
+  for (auto& x : pos) x = S(u(g));
+  pos[0] = pos[1] = S(0);  // row 0: the zero generator (a CLS token)
+  for (auto& x : dt) x = S(u(g));
+  const OpRun<S> sp = run_op(sh, w, pos, dt, cpu::TableMethod::Auto);
+  const OpRun<S> po = run_op(sh, w, pos, dt, cpu::TableMethod::Polynomial);
+  auto max_diff = [](const auto& x, const auto& y) {
+    double e = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(double(x[i]) - double(y[i])));
+    return e;
+  };
+  auto max_abs = [](const auto& x) {
+    double e = 0;
+    for (auto v : x) e = std::max(e, std::abs(double(v)));
+    return e;
+  };
+  CHECK(max_diff(sp.table, po.table) <= fwd_tol);
+  CHECK(max_diff(sp.dw, po.dw) <= bwd_rel_tol * max_abs(po.dw));
+  if constexpr (std::is_same_v<S, float>) {
+    const std::vector<double> wd(w.begin(), w.end()), pd(pos.begin(), pos.end()), dd(dt.begin(), dt.end());
+    const OpRun<double> ref = run_op(sh, wd, pd, dd, cpu::TableMethod::Auto);
+    CHECK(max_diff(sp.table, ref.table) <= 1.2e-7);       // the rounding of the double tables
+    CHECK(max_diff(sp.dw, ref.dw) <= 1e-5 * max_abs(ref.dw));  // the float backward
+  }
+  double orth = 0;
+  const int b = block, nblocks = int(sp.table.size()) / (b * b);
+  for (int k = 0; k < nblocks; ++k) {
+    MatD r(b, b);
+    for (int i = 0; i < b * b; ++i) r.data()[i] = double(sp.table[std::size_t(k) * b * b + i]);
+    orth = std::max(orth, (r.transpose() * r - MatD::Identity(b, b)).cwiseAbs().maxCoeff());
+  }
+  CHECK(orth <= (std::is_same_v<S, float> ? 1e-6 : 1e-13));
+  std::vector<S> w2(w), other(sp.table.size()), dw2(w.size(), S(0));
+  for (auto& x : w2) x = S(double(x) * 0.5);
+  cpu::rotation_table_forward(w2.data(), pos.data(), other.data(), sh);  // the cache now holds w2's forms
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw2.data(), sh);
+  CHECK(dw2 == sp.dw);
+}
+
+}  // namespace
+
+TEST_CASE("spectral path: the real Schur form, exp and the adjoint on degenerate spectra (double)", "[tables]") {
+  for (int n : {2, 4, 6, 8, 32, 64}) check_schur(n);
+}
+
+TEST_CASE("spectral path: the op agrees with the polynomial path, stays orthogonal, and its cache is exact",
+          "[tables]") {
+  for (int block : {32, 64})
+    for (double scale : {0.05, 3.0, 300.0}) {  // ‖A‖ from about 1 to about 1e4
+      // Both paths in double; the polynomial one loses about u·‖A‖ (‖A‖ ≈ 20·scale here).
+      check_spectral_op<double>(block, scale, 1e-13 * std::max(1.0, 20 * scale), 1e-11 * std::max(1.0, 20 * scale));
+      // Float: both forwards are double rounded once; the polynomial backward runs in float (error ≈ u·‖A‖).
+      check_spectral_op<float>(block, scale, 1.2e-7, 1e-5 * std::max(1.0, 20 * scale));
+    }
+}
+
+TEST_CASE("spectral path: the op's backward is the adjoint of its forward after a forward (cache hit)", "[tables]") {
+  for (int block : {32, 64}) {
+    INFO("block " << block);
+    const RotationTableShape sh{2, 3, 4, 64, block};
+    std::mt19937_64 g(block + 200);
+    std::uniform_real_distribution<double> u(-2, 2);
+    std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), pos(std::size_t(sh.rows) * sh.dim),
+        dt(std::size_t(sh.table_size())), tab(dt.size());
+    for (auto* x : {&w, &v, &pos, &dt})
+      for (auto& y : *x) y = u(g);
+    std::vector<double> dw(w.size(), 0.0);
+    cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
+    const double h = 1e-6;
+    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
+    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
+    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
+    double fd = 0, an = 0;
+    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
+    for (std::size_t i = 0; i < w.size(); ++i) an += dw[i] * v[i];
+    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+  }
 }

@@ -8,15 +8,16 @@
 //
 // Both maps run liere's code (lie/exp.hpp): the exponential in double (closed forms for b = 2, 3, scaling and
 // squaring of the degree-18 Taylor polynomial otherwise, with the skew-symmetric scaling), and the backward as
-// the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input. Nothing of
-// torch's matrix_exp is used.
+// the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input; for even
+// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, its Q and σ saved for a backward of
+// four products). Nothing of torch's matrix_exp is used.
 //
 // The functions are maps on so(n): an input is read through its skew-symmetric part skew(X) = (X − Xᵀ)/2 (after
 // a check that it is skew to a stated tolerance), so the gradient of a raw input is skew(L). For any input
 // built skew-symmetric (W − Wᵀ, the official LieRE parametrisation) the chain rule gives the same parameter
 // gradient as torch.matrix_exp's.
 //
-// rotation_tables keeps nothing for the backward but its two inputs: each A(p) = Σ_i p_i B_i is formed again
+// rotation_tables keeps nothing for the backward but its two inputs (and Q, σ at b ≥ 32): each A(p) = Σ_i p_i B_i is formed again
 // per (position, set) in the backward; the gradients are dB_i = skew(Σ_p p_i L_p) and dp_i = Σ_S ⟨L_p, B_i⟩,
 // two matrix products over the adjoints L_p (one buffer of the output's size, freed at the end of the backward).
 //
@@ -28,6 +29,7 @@
 #include <liere/backend/kernels/matrix_exp.hpp>
 #include <liere/core/config.hpp>
 #include <liere/lie/exp.hpp>
+#include <liere/lie/skew_schur.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -40,6 +42,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -111,6 +114,60 @@ using ConstRowMap = Eigen::Map<const Eigen::Matrix<T, N, N, Eigen::RowMajor>, Ei
 // Parallel chunk sizes: about 32k multiply-adds of exp work per task.
 std::int64_t grain_for(std::int64_t b) { return std::max<std::int64_t>(1, 32768 / (b * b * b + 1)); }
 
+// ---- The spectral path (lie/skew_schur.hpp), for even b from 32 to kSchurMaxN, float32 and float64 ----------------
+// Forward: A in double, its real Schur form A = Q Θ Qᵀ, exp(A) = Q diag(Rot(σ)) Qᵀ rounded once to the dtype; Q (in
+// the dtype) and σ (double, b/2 per matrix) are saved for the backward, which is four products in the dtype:
+// L(Aᵀ, G) = Q 𝓛(Qᵀ G Q) Qᵀ (backend/cpu/rotation_table.hpp's schur_adjoint, the GEMM library). A matrix whose
+// decomposition fails (non-finite input) takes liere::exp / exp_backward and is marked by σ[0] = NaN.
+// LIERE_TABLE_METHOD=polynomial (liere::cpu::set_rotation_table_method) turns it off, for comparisons.
+bool spectral_size(std::int64_t b) {
+  return b >= 32 && b % 2 == 0 && b <= liere::kSchurMaxN &&
+         liere::cpu::rotation_table_method() == liere::cpu::TableMethod::Auto;
+}
+
+// Per-thread buffers of one spectral exponential of size b (doubles).
+struct SpectralBuffers {
+  std::vector<double> q, r, work;
+  explicit SpectralBuffers(std::int64_t b)
+      : q(std::size_t(b * b)), r(std::size_t(b * b)), work(liere::skew_schur_work(int(b)) + std::size_t(b * b)) {}
+};
+
+// r = exp(a) (a: b×b row-major double, skew); q_out (b×b, T) and sigma_out (b/2) for the backward.
+template <class T>
+void spectral_exp(const double* a, std::int64_t b, T* r, T* q_out, double* sigma_out, SpectralBuffers& buf) {
+  const int n = int(b);
+  if (liere::skew_schur(a, n, buf.q.data(), sigma_out, buf.work.data())) {
+    liere::skew_schur_exp(buf.q.data(), sigma_out, n, buf.r.data(), buf.work.data());
+    for (std::int64_t e = 0; e < b * b; ++e) {
+      r[e] = T(buf.r[std::size_t(e)]);
+      q_out[e] = T(buf.q[std::size_t(e)]);
+    }
+    return;
+  }
+  using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Dyn ad = Eigen::Map<const Dyn>(a, n, n);
+  const Dyn ex = liere::exp(Eigen::MatrixXd(ad));
+  for (std::int64_t e = 0; e < b * b; ++e) r[e] = T(ex.data()[e]);
+  sigma_out[0] = std::numeric_limits<double>::quiet_NaN();
+}
+
+// l = L(Aᵀ, g) from the saved Q and σ (σ[0] NaN: liere::exp_backward at a = A, given in T); all b×b row-major.
+template <class T>
+void spectral_adjoint(const T* q, const double* sigma, const T* a, const T* g, T* l, std::int64_t b,
+                      std::vector<T>& work, std::vector<double>& half) {
+  const int n = int(b);
+  if (!(sigma[0] == sigma[0])) {
+    using Dyn = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    Dyn lm = Dyn::Zero(n, n);
+    liere::exp_backward(Dyn(Eigen::Map<const Dyn>(a, n, n)), Dyn(Eigen::Map<const Dyn>(g, n, n)), lm);
+    Eigen::Map<Dyn>(l, n, n) = lm;
+    return;
+  }
+  work.resize(std::size_t(2 * b * b));
+  half.resize(std::size_t(b));
+  liere::cpu::detail::schur_adjoint<T>(n, q, sigma, g, l, work.data(), half.data());
+}
+
 std::string shape_text(const at::Tensor& t) {
   std::ostringstream s;
   s << t.sizes();
@@ -158,7 +215,21 @@ void check_skew(const at::Tensor& x, const char* op, const char* name) {
 
 // R = exp(skew(X)) for each of the n matrices; X, R (n, b, b) contiguous.
 template <class T>
-void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b) {
+void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b, T* q = nullptr, double* sigma = nullptr) {
+  if (q && spectral_size(b)) {
+    at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      SpectralBuffers buf(b);
+      std::vector<double> a(static_cast<std::size_t>(b * b));
+      for (std::int64_t i = begin; i < end; ++i) {
+        const T* xi = x + i * b * b;
+        for (std::int64_t u = 0; u < b; ++u)
+          for (std::int64_t v = 0; v < b; ++v)
+            a[std::size_t(u * b + v)] = 0.5 * (double(xi[u * b + v]) - double(xi[v * b + u]));
+        spectral_exp<T>(a.data(), b, r + i * b * b, q + i * b * b, sigma + i * (b / 2), buf);
+      }
+    });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (float_forward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
       constexpr int N = decltype(nc)::value, NN = N * N;
@@ -189,7 +260,26 @@ void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b) {
 
 // dX = skew(L(skew(X)ᵀ, dR)) for each matrix, in the precision T (liere's exp_backward); all (n, b, b).
 template <class T>
-void so_exp_backward(const T* x, const T* dr, T* dx, std::int64_t n, std::int64_t b) {
+void so_exp_backward(const T* x, const T* dr, T* dx, std::int64_t n, std::int64_t b, const T* q = nullptr,
+                     const double* sigma = nullptr) {
+  if (q && spectral_size(b)) {
+    at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+      std::vector<T> a(static_cast<std::size_t>(b * b)), l(static_cast<std::size_t>(b * b)), work;
+      std::vector<double> half;
+      for (std::int64_t i = begin; i < end; ++i) {
+        const T* xi = x + i * b * b;
+        if (!(sigma[i * (b / 2)] == sigma[i * (b / 2)]))  // no Schur form: the polynomial adjoint needs skew(X)
+          for (std::int64_t u = 0; u < b; ++u)
+            for (std::int64_t v = 0; v < b; ++v) a[std::size_t(u * b + v)] = T(0.5) * (xi[u * b + v] - xi[v * b + u]);
+        spectral_adjoint<T>(q + i * b * b, sigma + i * (b / 2), a.data(), dr + i * b * b, l.data(), b, work, half);
+        T* dxi = dx + i * b * b;
+        for (std::int64_t u = 0; u < b; ++u)
+          for (std::int64_t v = 0; v < b; ++v)
+            dxi[u * b + v] = T(0.5) * (l[std::size_t(u * b + v)] - l[std::size_t(v * b + u)]);
+      }
+    });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (float_backward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
       constexpr int N = decltype(nc)::value, NN = N * N;
@@ -239,6 +329,15 @@ class SoExp : public torch::autograd::Function<SoExp> {
     const at::Tensor x = x_in.contiguous();
     at::Tensor r = at::empty_like(x);
     const std::int64_t b = x.size(-1), n = b == 0 ? 0 : x.numel() / (b * b);
+    if (spectral_size(b)) {  // Q and σ for the backward
+      at::Tensor q = at::empty_like(x), sigma = at::empty({n, b / 2}, x.options().dtype(at::kDouble));
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "liere.so_exp", [&] {
+        so_exp_forward<scalar_t>(x.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), n, b, q.data_ptr<scalar_t>(),
+                                 sigma.data_ptr<double>());
+      });
+      ctx->save_for_backward({x, q, sigma});
+      return r;
+    }
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "liere.so_exp", [&] {
       so_exp_forward<scalar_t>(x.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), n, b);
     });
@@ -247,13 +346,18 @@ class SoExp : public torch::autograd::Function<SoExp> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
     if (!grads[0].defined()) return {at::Tensor()};
     const at::Tensor dr = grads[0].to(x.scalar_type()).contiguous();
     at::Tensor dx = at::empty_like(x);
     const std::int64_t b = x.size(-1), n = b == 0 ? 0 : x.numel() / (b * b);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "liere.so_exp backward", [&] {
-      so_exp_backward<scalar_t>(x.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), n, b);
+      if (saved.size() == 3)
+        so_exp_backward<scalar_t>(x.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), n, b,
+                                  saved[1].data_ptr<scalar_t>(), saved[2].data_ptr<double>());
+      else
+        so_exp_backward<scalar_t>(x.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), n, b);
     });
     return {dx};
   }
@@ -267,9 +371,10 @@ at::Tensor so_exp(const at::Tensor& x) {
 // ---- rotation_tables ----------------------------------------------------------------------------------------
 
 // R[t, s] = exp(Σ_i p[t, i] · skew(B[i, s])).  B (d, ns, b, b), p (np, d), R (np, ns, b, b); all contiguous.
+// With q, sigma (spectral sizes): the spectral path, Q (np, ns, b, b) and σ (np, ns, b/2) kept for the backward.
 template <class T>
 void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int64_t ns, std::int64_t np,
-                    std::int64_t b) {
+                    std::int64_t b, T* q = nullptr, double* sigma = nullptr) {
   const std::int64_t bb = b * b;
   // skew(B) in double, once: (d, ns, b, b) row-major
   std::vector<double> s(std::size_t(d * ns * bb));
@@ -277,6 +382,23 @@ void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int
     for (std::int64_t u = 0; u < b; ++u)
       for (std::int64_t v = 0; v < b; ++v)
         s[j * bb + u * b + v] = 0.5 * (double(bases[j * bb + u * b + v]) - double(bases[j * bb + v * b + u]));
+  if (q && spectral_size(b)) {
+    at::parallel_for(0, np * ns, 1, [&](std::int64_t begin, std::int64_t end) {
+      SpectralBuffers buf(b);
+      std::vector<double> ad(static_cast<std::size_t>(bb));
+      for (std::int64_t w = begin; w < end; ++w) {
+        const std::int64_t t = w / ns, k = w % ns;
+        std::fill(ad.begin(), ad.end(), 0.0);
+        for (std::int64_t i = 0; i < d; ++i) {
+          const double p = double(pos[t * d + i]);
+          const double* si = s.data() + (i * ns + k) * bb;
+          for (std::int64_t e = 0; e < bb; ++e) ad[std::size_t(e)] += p * si[e];
+        }
+        spectral_exp<T>(ad.data(), b, r + w * bb, q + w * bb, sigma + w * (b / 2), buf);
+      }
+    });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (float_forward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
       constexpr int N = decltype(nc)::value, NN = N * N;
@@ -314,10 +436,30 @@ void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int
 }
 
 // L[t, s] = L(A(p_t, s)ᵀ, dR[t, s]) (the gradient with respect to A), in the precision T; S = skew(B) in T.
+// With q, sigma: from the forward's Schur forms (spectral sizes).
 template <class T>
 void tables_adjoints(const T* skew_bases, const T* pos, const T* dr, T* l_out, std::int64_t d, std::int64_t ns,
-                     std::int64_t np, std::int64_t b) {
+                     std::int64_t np, std::int64_t b, const T* q = nullptr, const double* sigma = nullptr) {
   const std::int64_t bb = b * b;
+  if (q && spectral_size(b)) {
+    at::parallel_for(0, np * ns, 1, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<T> a(static_cast<std::size_t>(bb)), work;
+      std::vector<double> half;
+      for (std::int64_t w = begin; w < end; ++w) {
+        const std::int64_t t = w / ns, k = w % ns;
+        if (!(sigma[w * (b / 2)] == sigma[w * (b / 2)])) {  // no Schur form: A for the polynomial adjoint
+          std::fill(a.begin(), a.end(), T(0));
+          for (std::int64_t i = 0; i < d; ++i) {
+            const T p = pos[t * d + i];
+            const T* si = skew_bases + (i * ns + k) * bb;
+            for (std::int64_t e = 0; e < bb; ++e) a[std::size_t(e)] += p * si[e];
+          }
+        }
+        spectral_adjoint<T>(q + w * bb, sigma + w * (b / 2), a.data(), dr + w * bb, l_out + w * bb, b, work, half);
+      }
+    });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (float_backward_kernel(b)) return dispatch_float_kernel(b, [&](auto nc) {
       constexpr int N = decltype(nc)::value, NN = N * N;
@@ -396,6 +538,17 @@ class RotationTables : public torch::autograd::Function<RotationTables> {
     const TableShape sh = check_tables_input(bases_in, pos_in);
     const at::Tensor bases = bases_in.contiguous(), pos = pos_in.contiguous();
     at::Tensor r = at::empty(sh.out, bases.options());
+    if (spectral_size(sh.b)) {  // Q and σ for the backward
+      at::Tensor q = at::empty(sh.out, bases.options());
+      at::Tensor sigma = at::empty({sh.np * sh.ns, sh.b / 2}, bases.options().dtype(at::kDouble));
+      AT_DISPATCH_FLOATING_TYPES(bases.scalar_type(), "liere.rotation_tables", [&] {
+        if (r.numel() > 0)
+          tables_forward<scalar_t>(bases.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), sh.d,
+                                   sh.ns, sh.np, sh.b, q.data_ptr<scalar_t>(), sigma.data_ptr<double>());
+      });
+      ctx->save_for_backward({bases, pos, q, sigma});
+      return r;
+    }
     AT_DISPATCH_FLOATING_TYPES(bases.scalar_type(), "liere.rotation_tables", [&] {
       if (r.numel() > 0)
         tables_forward<scalar_t>(bases.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), sh.d,
@@ -417,7 +570,11 @@ class RotationTables : public torch::autograd::Function<RotationTables> {
     const at::Tensor dr = grads[0].to(bases.scalar_type()).contiguous();
     at::Tensor l = at::empty({np, ns * bb}, bases.options());  // the adjoints L[t, s], one row per position
     AT_DISPATCH_FLOATING_TYPES(bases.scalar_type(), "liere.rotation_tables backward", [&] {
-      if (l.numel() > 0)
+      if (l.numel() > 0 && saved.size() == 4)
+        tables_adjoints<scalar_t>(skew.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
+                                  l.data_ptr<scalar_t>(), d, ns, np, b, saved[2].data_ptr<scalar_t>(),
+                                  saved[3].data_ptr<double>());
+      else if (l.numel() > 0)
         tables_adjoints<scalar_t>(skew.data_ptr<scalar_t>(), pos.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
                                   l.data_ptr<scalar_t>(), d, ns, np, b);
     });

@@ -9,6 +9,11 @@
 // with L the Fréchet derivative of exp and hat* hat's adjoint (dw(r, c) += dA(r, c) − dA(c, r)).
 // The per-block maths is backend/kernels/matrix_exp.hpp, the body the CUDA kernels run too.
 //
+// Blocks of 32 and 64 take the spectral path (below, and docs/math.md "The spectral path"): the real Schur form of
+// each generator in double, exp through it, and a backward of four products with the forward's Q and σ, which the
+// forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
+// "Rotation tables: spectral against polynomial"). The rest of this
+// paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
 // (evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float tables
 // (TableForwardWork below: float is orthogonal with its Newton–Schulz finish, but not accurate enough for the float
@@ -31,10 +36,38 @@
 #include <liere/core/config.hpp>
 #include <liere/core/eigen.hpp>
 #include <liere/core/parallel.hpp>
+#include <liere/lie/skew_schur.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
 namespace liere::cpu {
+
+// How the op computes blocks of 32 and 64 (smaller blocks always take the closed forms or the polynomial):
+//   Auto        the spectral path (the default)
+//   Polynomial  scaling and squaring and its Fréchet derivative, as the CUDA kernels (for comparisons and benches)
+// set_rotation_table_method, or the environment variable LIERE_TABLE_METHOD=spectral|polynomial (read once, at the
+// first use; another value stops with an error that names the two).
+enum class TableMethod { Auto, Polynomial };
+namespace detail {
+inline std::atomic<TableMethod>& table_method_ref() {
+  static std::atomic<TableMethod> m{[] {
+    const char* env = std::getenv("LIERE_TABLE_METHOD");
+    if (!env || !*env) return TableMethod::Auto;
+    const std::string v(env);
+    LIERE_ENSURE(v == "spectral" || v == "polynomial",
+                 "LIERE_TABLE_METHOD is '" << v << "'; expected 'spectral' (the default) or 'polynomial'");
+    return v == "polynomial" ? TableMethod::Polynomial : TableMethod::Auto;
+  }()};
+  return m;
+}
+}  // namespace detail
+inline void set_rotation_table_method(TableMethod m) { detail::table_method_ref().store(m); }
+inline TableMethod rotation_table_method() { return detail::table_method_ref().load(); }
 
 namespace detail {
 
@@ -69,6 +102,173 @@ inline void check_table_shape(const RotationTableShape& s, const char* who) {
                    << s.head_dim << ", block " << s.block << ")");
 }
 
+// ---- The spectral path (blocks ≥ kSpectralMin): lie/skew_schur.hpp ---------------------------------------------
+// Forward: A in double, its real Schur form A = Q Θ Qᵀ (double), exp(A) = Q diag(Rot(σ)) Qᵀ rounded once to S.
+// Backward: dA = Q 𝓛(Qᵀ G Q) Qᵀ, four products in the precision of S with Q rounded to S. The forward keeps Q (in S)
+// and σ of every block in a cache (SchurCache) keyed by the shape and by the generators' and positions' values, bit
+// for bit; a backward whose inputs match takes them from there, any other decomposes again in double (the same
+// numbers: cache or not, the backward's result is the same). A block whose decomposition fails (non-finite input,
+// or no convergence) takes the polynomial path in both directions.
+template <int N>
+inline constexpr bool kSpectralBlock = N >= 32;
+
+// The cache: what the last spectral forward of scalar S computed (one per scalar type and process, guarded by its
+// mutex for the whole of an op). Not kept when it would exceed kSchurCacheBytes (the backward then decomposes).
+inline constexpr std::size_t kSchurCacheBytes = std::size_t(1) << 30;
+template <class S>
+struct SchurCache {
+  std::mutex mu;
+  bool valid = false;
+  RotationTableShape shape{};
+  std::vector<S> generators, positions;  // the inputs the forms belong to
+  std::vector<S> q;                      // (matrices, b, b) row-major, Q rounded to S
+  std::vector<double> sigma;             // (matrices, b/2)
+  std::vector<unsigned char> spectral;   // (matrices): 1 when Q, σ are there, 0 for a polynomial block
+
+  static bool same_shape(const RotationTableShape& a, const RotationTableShape& b) {
+    return a.sets == b.sets && a.dim == b.dim && a.rows == b.rows && a.head_dim == b.head_dim && a.block == b.block;
+  }
+  static std::size_t num_positions(const RotationTableShape& sh) { return std::size_t(sh.rows) * std::size_t(sh.dim); }
+  bool matches(const S* w, const S* pos, const RotationTableShape& sh) const {
+    return valid && same_shape(shape, sh) && generators.size() == std::size_t(sh.num_generators()) &&
+           std::memcmp(generators.data(), w, generators.size() * sizeof(S)) == 0 &&
+           std::memcmp(positions.data(), pos, positions.size() * sizeof(S)) == 0;
+  }
+};
+template <class S>
+SchurCache<S>& schur_cache() {
+  static SchurCache<S> cache;
+  return cache;
+}
+
+// One block's Schur form in double (false: take the polynomial path); a: N×N double, the generator.
+template <int N>
+bool block_schur(const double* a, double* q, double* sigma, double* work) {
+  return skew_schur(a, N, q, sigma, work);
+}
+
+template <int N, class S>
+void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const std::int64_t work = sh.num_matrices();
+  const long axis_stride = long(nb) * ppb;
+  SchurCache<S>& cache = schur_cache<S>();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  const bool keep = std::size_t(work) * (NN * sizeof(S) + N / 2 * sizeof(double) + 1) <= kSchurCacheBytes;
+  cache.valid = false;
+  if (keep) {
+    cache.shape = sh;
+    cache.generators.assign(w, w + sh.num_generators());
+    cache.positions.assign(pos, pos + SchurCache<S>::num_positions(sh));
+    cache.q.resize(std::size_t(work) * NN);
+    cache.sigma.resize(std::size_t(work) * (N / 2));
+    cache.spectral.assign(std::size_t(work), 0);
+  }
+#pragma omp parallel if (work > 1)
+  {
+    std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 4) + skew_schur_work(N) + N);
+    double *a = buf.data(), *q = a + NN, *r = q + NN, *scratch = r + NN, *sig = scratch + NN * kernels::kExpWork,
+           *sw = sig + N;
+#pragma omp for schedule(static, 1)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int k = int(i % nb);
+      const std::int64_t row = i / nb;
+      const int set = int(row / rows), t = int(row % rows);
+      const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
+      kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, a);
+      S* out = table + i * NN;
+      if (block_schur<N>(a, q, sig, sw)) {
+        skew_schur_exp(q, sig, N, r, scratch);
+        if (keep) {
+          S* qc = cache.q.data() + i * NN;
+          for (int e = 0; e < NN; ++e) qc[e] = S(q[e]);
+          for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = sig[e];
+          cache.spectral[std::size_t(i)] = 1;
+        }
+      } else {
+        kernels::expm_skew<N, double, TableMul<N>>(a, r, scratch, 0);
+      }
+      for (int e = 0; e < NN; ++e) out[e] = S(r[e]);
+    }
+  }
+  cache.valid = keep;
+}
+
+// l = L(Aᵀ, g) from Q (n×n, rounded to S) and σ (n/2); the products by the GEMM library in S on the calling
+// thread; work: 2·n² values of S, half: n doubles. (Also the torch operators' backward, python/csrc.)
+template <class S>
+void schur_adjoint(int n, const S* q, const double* sigma, const S* g, S* l, S* work, double* half) {
+  S *t = work, *mm = work + std::ptrdiff_t(n) * n;
+  gemm<S>(true, false, n, n, n, S(1), q, g, S(0), t);    // Qᵀ G
+  gemm<S>(false, false, n, n, n, S(1), t, q, S(0), mm);  // (Qᵀ G) Q
+  skew_schur_half_angles(sigma, n / 2, half, half + n / 2);
+  skew_schur_divided(mm, n, sigma, half, half + n / 2);
+  gemm<S>(false, false, n, n, n, S(1), q, mm, S(0), t);  // Q 𝓛
+  gemm<S>(false, true, n, n, n, S(1), t, q, S(0), l);    // (Q 𝓛) Qᵀ
+}
+
+template <int N, class S>
+void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const std::int64_t work = sh.num_matrices(), ng = sh.num_generators();
+  const long axis_stride = long(nb) * ppb;
+  SchurCache<S>& cache = schur_cache<S>();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  const bool hit = cache.matches(w, pos, sh);
+  const std::size_t threads = std::size_t(max_threads());
+  std::vector<std::vector<double>> partial(threads);
+#pragma omp parallel if (work > 1)
+  {
+    std::vector<double>& acc = partial[std::size_t(thread_id())];
+    acc.assign(std::size_t(ng), 0.0);
+    std::vector<double> dbuf(std::size_t(NN) * 2 + skew_schur_work(N) + 2 * N);
+    double *ad = dbuf.data(), *qd = ad + NN, *sig = qd + NN, *half = sig + N, *sw = half + N;
+    std::vector<S> buf(std::size_t(NN) * (kernels::kFrechetWork + 5));
+    S *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *qs = l + NN, *scratch = qs + NN;
+#pragma omp for schedule(static, 1)
+    for (std::int64_t i = 0; i < work; ++i) {
+      const int k = int(i % nb);
+      const std::int64_t row = i / nb;
+      const int set = int(row / rows), t = int(row % rows);
+      const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+      const S* p = pos + std::int64_t(t) * dim;
+      const S* gi = dtable + i * NN;
+      const S* q = nullptr;
+      const double* sigma = nullptr;
+      if (hit && cache.spectral[std::size_t(i)]) {
+        q = cache.q.data() + i * NN;
+        sigma = cache.sigma.data() + std::size_t(i) * (N / 2);
+      } else {
+        kernels::block_generator<N>(w + base, axis_stride, p, dim, ad);
+        if (block_schur<N>(ad, qd, sig, sw)) {
+          for (int e = 0; e < NN; ++e) qs[e] = S(qd[e]);
+          q = qs;
+          sigma = sig;
+        }
+      }
+      if (q) {
+        schur_adjoint<S>(N, q, sigma, gi, l, scratch, half);
+      } else {
+        kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
+        for (int e = 0; e < NN; ++e) g[e] = gi[e];
+        kernels::detail::transpose<N>(a, r);  // Aᵀ
+        kernels::expm_frechet_skew<N, S, TableMul<N>>(r, g, a, l, scratch);
+      }
+      for (int ax = 0; ax < dim; ++ax)
+        kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
+    }
+  }
+#pragma omp parallel for schedule(static) if (ng > kGrain)
+  for (std::int64_t j = 0; j < ng; ++j) {
+    double total = 0;
+    for (const auto& part : partial)
+      if (!part.empty()) total += part[std::size_t(j)];
+    dw[j] += S(total);
+  }
+}
+
 // The precision of the forward's scaling and squaring. Float tables are computed in double for blocks of 4 and
 // more: float keeps them orthogonal (with the Newton–Schulz finish) but not accurate — its error grows as
 // u·‖A‖ through the squarings, and a float ViT step with LieRE-64 then moved 7.2e-5 (relative, MLP weight gradients)
@@ -78,6 +278,8 @@ using TableForwardWork = std::conditional_t<std::is_same_v<S, float> && (N >= 4)
 
 template <int N, class S>
 void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
+  if constexpr (kSpectralBlock<N>)
+    if (rotation_table_method() == TableMethod::Auto) return table_forward_spectral<N, S>(w, pos, table, sh);
   using W = TableForwardWork<N, S>;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
@@ -111,6 +313,8 @@ void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableS
 
 template <int N, class S>
 void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
+  if constexpr (kSpectralBlock<N>)
+    if (rotation_table_method() == TableMethod::Auto) return table_backward_spectral<N, S>(w, pos, dtable, dw, sh);
   using W = S;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;

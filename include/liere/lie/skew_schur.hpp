@@ -1,0 +1,343 @@
+// liere/lie/skew_schur.hpp — the real Schur form of a skew-symmetric matrix, and exp and the adjoint of its
+// Fréchet derivative through it (the spectral path of the rotation tables for large blocks).
+//
+// For A ∈ so(n), n even: A = Q Θ Qᵀ with Q orthogonal, whose columns come in pairs (x_j, y_j) = (Q[:, j],
+// Q[:, m + j]), m = n/2, and Θ zero except Θ(x_j, y_j) = σ_j, Θ(y_j, x_j) = −σ_j (σ_j of either sign):
+//   A x_j = −σ_j y_j,   A y_j = σ_j x_j.
+// Then (Rot(φ) = [[cos φ, sin φ], [−sin φ, cos φ]] = exp(φ·[[0, 1], [−1, 0]]))
+//   exp(A)      = Q diag(Rot(σ_j)) Qᵀ                                                   (one product)
+//   L(Aᵀ, G)    = Q 𝓛(Qᵀ G Q) Qᵀ                                                         (four products)
+// where 𝓛 acts on each 2×2 block M_JK = [[M(x_J,x_K), M(x_J,y_K)], [M(y_J,x_K), M(y_J,y_K)]] as the integral
+// ∫₀¹ Rot(−sσ_J) M_JK Rot(−(1−s)σ_K) ds: write M_JK = αI + βJ + γK₁ + δK₂ (J = [[0,1],[−1,0]], K₁ = diag(1,−1),
+// K₂ = [[0,1],[1,0]]); the part αI + βJ ≅ α + iβ commutes with rotations and the part γK₁ + δK₂ ≅ γ + iδ
+// reverses them, so with h = σ/2
+//   α + iβ ← (α + iβ)·e^{−i(h_J + h_K)}·sinc(h_J − h_K),    γ + iδ ← (γ + iδ)·e^{i(h_J − h_K)}·sinc(h_J + h_K).
+// These are the divided differences of exp on the complex eigenvalues ±iσ written in the real basis; sinc of a
+// difference is formed from the half-angles' sines and cosines (sin(a − b) = sin a cos b − cos a sin b, relative
+// error ≈ 2u/|a − b|) and from its series below |a − b| < 1e-3, so close and equal eigenvalues are exact too.
+//
+// The decomposition (double, n even, n ≤ kSchurMaxN): Householder reduction to a skew tridiagonal T = Hᵀ A H
+// (A ← A + v wᵀ − w vᵀ per step, w = τ A v: the skew form of symmetric tridiagonalisation), then the even/odd
+// permutation of T is [[0, B], [−Bᵀ, 0]] with B lower bidiagonal (diagonal T(2i, 2i+1), subdiagonal
+// T(2i, 2i−1)), and the SVD B = U Σ Vᵀ by Golub–Kahan implicit-shift QR (Golub & Van Loan, Algorithm 8.6.2:
+// Wilkinson shift, zero diagonal entries chased out by Givens rotations, deflation at u·‖B‖). Then
+// x_j = H[:, even]·U[:, j], y_j = H[:, odd]·V[:, j], σ_j = Σ_jj. Q is a product of reflections and rotations:
+// orthogonal to rounding whatever the spectrum (zero, repeated, huge), and exp(A) inherits it; the eigenvalues
+// have absolute error ≈ u‖A‖, so R's error is u·‖A‖ as for any backward-stable method.
+// skew_schur returns false (Q, σ unspecified) for non-finite input or when the QR iteration does not converge
+// in 30·m sweeps (never observed); callers then take the polynomial path.
+//
+// Cost for n = 64: the reduction and H are ≈ 2n³ flops of level-2 work, the bidiagonal QR about 1e6 flops of
+// rotations on 32-long columns, then two 64×32×32 products; exp then costs one product, the adjoint four.
+// Storage: column-major inside, row-major at the interface (as the tables).
+#pragma once
+
+#include <liere/core/eigen.hpp>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <liere/core/config.hpp>
+#include <vector>
+
+namespace liere {
+
+inline constexpr int kSchurMaxN = 128;
+
+// Working memory of skew_schur for size n, in doubles.
+inline constexpr std::size_t skew_schur_work(int n) { return std::size_t(n) * n * 2 + std::size_t(n) * 4; }
+
+namespace detail {
+
+// Givens: c·y + s·z = r, −s·y + c·z = 0.
+inline void givens(double y, double z, double& c, double& s, double& r) {
+  using std::abs;
+  using std::sqrt;
+  if (z == 0.0) {
+    c = 1.0;
+    s = 0.0;
+    r = y;
+    return;
+  }
+  // B is scaled to ‖B‖ ≈ 1: no overflow (std::hypot is several times slower). 1/r = r/(y² + z²): the square root
+  // and the division run side by side (this chain of rotations is the latency of the whole QR iteration).
+  const double q = y * y + z * z;
+  if (!(q > 1e-300)) {  // y² + z² underflowed
+    r = std::hypot(y, z);
+    c = y / r;
+    s = z / r;
+    return;
+  }
+  r = std::sqrt(q);
+  const double inv = r * (1.0 / q);
+  c = y * inv;
+  s = z * inv;
+}
+
+// Columns p, q of the m×m column-major u: (u_p, u_q) ← (c u_p + s u_q, −s u_p + c u_q).
+inline void rotate_columns(double* u, int m, int p, int q, double c, double s) {
+  double* up = u + std::ptrdiff_t(p) * m;
+  double* uq = u + std::ptrdiff_t(q) * m;
+  for (int i = 0; i < m; ++i) {
+    const double a = up[i], b = uq[i];
+    up[i] = c * a + s * b;
+    uq[i] = -s * a + c * b;
+  }
+}
+
+// SVD of the upper bidiagonal m×m matrix (d diagonal, f superdiagonal, m−1): on return d holds the singular
+// values (of either sign, unsorted) and Bᵀ... precisely: B_in = U diag(d) Vᵀ, U and V column-major m×m (set to I
+// here). Returns false when the iteration does not converge.
+inline bool bidiagonal_svd(double* d, double* f, int m, double* u, double* v) {
+  using std::abs;
+  for (int i = 0; i < m * m; ++i) u[i] = v[i] = 0.0;
+  for (int i = 0; i < m; ++i) u[i * m + i] = v[i * m + i] = 1.0;
+  double bnorm = 0;
+  for (int i = 0; i < m; ++i) bnorm = std::max(bnorm, abs(d[i]) + (i + 1 < m ? abs(f[i]) : 0.0));
+  if (!(bnorm <= 1e300)) return false;  // NaN or overflow
+  if (bnorm == 0.0) return true;
+  const double scale = 1.0 / bnorm;
+  for (int i = 0; i < m; ++i) d[i] *= scale;
+  for (int i = 0; i + 1 < m; ++i) f[i] *= scale;
+  const double tol = std::numeric_limits<double>::epsilon();
+  int hi = m - 1;
+  const int max_sweeps = 30 * m;
+  for (int sweep = 0; hi > 0; ++sweep) {
+    if (sweep > max_sweeps) return false;
+    // Deflation: negligible superdiagonal entries are zero.
+    for (int i = 0; i < hi; ++i)
+      if (abs(f[i]) <= tol) f[i] = 0.0;
+    while (hi > 0 && f[hi - 1] == 0.0) --hi;
+    if (hi == 0) break;
+    int lo = hi - 1;
+    while (lo > 0 && f[lo - 1] != 0.0) --lo;
+    // The unreduced block lo..hi. A negligible diagonal entry: chase its row's superdiagonal out.
+    bool chased = false;
+    for (int i = lo; i <= hi; ++i) {
+      if (abs(d[i]) > tol) continue;
+      d[i] = 0.0;
+      chased = true;
+      if (i < hi) {  // rows (j, i) for j = i+1..hi zero B(i, j)
+        double x = f[i];
+        f[i] = 0.0;
+        for (int j = i + 1; j <= hi && x != 0.0; ++j) {
+          double c, s, r;
+          givens(d[j], x, c, s, r);
+          d[j] = r;
+          if (j < hi) {
+            x = -s * f[j];
+            f[j] = c * f[j];
+          }
+          rotate_columns(u, m, j, i, c, s);
+        }
+      } else {  // last diagonal zero: columns (j, hi) for j = hi−1..lo zero B(j, hi)
+        double x = f[hi - 1];
+        f[hi - 1] = 0.0;
+        for (int j = hi - 1; j >= lo && x != 0.0; --j) {
+          double c, s, r;
+          givens(d[j], x, c, s, r);
+          d[j] = r;
+          if (j > lo) {
+            x = -s * f[j - 1];
+            f[j - 1] = c * f[j - 1];
+          }
+          rotate_columns(v, m, j, hi, c, s);
+        }
+      }
+      break;
+    }
+    if (chased) continue;
+    // Golub–Kahan step with the Wilkinson shift of the trailing 2×2 of BᵀB.
+    const double dm = d[hi - 1], dn = d[hi], fm = f[hi - 1], fp = hi - 1 > lo ? f[hi - 2] : 0.0;
+    const double t11 = dm * dm + fp * fp, t12 = dm * fm, t22 = dn * dn + fm * fm;
+    const double delta = (t11 - t22) / 2;
+    const double mu =
+        t22 - t12 * t12 / (delta + std::copysign(std::sqrt(delta * delta + t12 * t12), delta == 0 ? 1.0 : delta));
+    double y = d[lo] * d[lo] - mu, z = d[lo] * f[lo];
+    for (int k = lo; k < hi; ++k) {
+      double c, s, r;
+      givens(y, z, c, s, r);  // columns k, k+1
+      if (k > lo) f[k - 1] = r;
+      y = c * d[k] + s * f[k];
+      f[k] = -s * d[k] + c * f[k];
+      z = s * d[k + 1];
+      d[k + 1] = c * d[k + 1];
+      rotate_columns(v, m, k, k + 1, c, s);
+      givens(y, z, c, s, r);  // rows k, k+1
+      d[k] = r;
+      y = c * f[k] + s * d[k + 1];
+      d[k + 1] = -s * f[k] + c * d[k + 1];
+      if (k + 1 < hi) {
+        z = s * f[k + 1];
+        f[k + 1] = c * f[k + 1];
+      }
+      rotate_columns(u, m, k, k + 1, c, s);
+    }
+    f[hi - 1] = y;
+  }
+  for (int i = 0; i < m; ++i) d[i] *= bnorm;
+  return true;
+}
+
+}  // namespace detail
+
+// A (n×n, row-major, skew-symmetric; only its strict upper triangle is read) = Q Θ Qᵀ as described above: q (n×n,
+// row-major), sigma (n/2). work: skew_schur_work(n) doubles. n even, 2 ≤ n ≤ kSchurMaxN.
+inline bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, double* work) {
+  using std::abs;
+  using std::sqrt;
+  const int m = n / 2;
+  double* a = work;          // n×n column-major: the reduced matrix, then the reflectors below the subdiagonal
+  double* h = a + n * n;     // n×n column-major: H
+  double* tau = h + n * n;   // n
+  double* e = tau + n;       // n: T(k, k+1)
+  double* w = e + n;         // n
+  double* dd = w + n;        // n: d then f of Bᵀ
+  // Only the strict lower triangle of the reduced matrix is kept (the rest follows by skew symmetry).
+  for (int c = 0; c < n; ++c)
+    for (int r = c + 1; r < n; ++r) {
+      const double x = -a_in[c * n + r];
+      if (!(x - x == 0.0)) return false;
+      a[r + c * n] = x;
+    }
+  // Householder reduction: column k below the diagonal → β e₁.
+  for (int k = 0; k + 2 < n; ++k) {
+    double* x = a + (k + 1) + std::ptrdiff_t(k) * n;  // length len = n − k − 1
+    const int len = n - k - 1;
+    double s2 = 0;
+    for (int i = 1; i < len; ++i) s2 += x[i] * x[i];
+    const double alpha = x[0];
+    if (s2 == 0.0) {
+      tau[k] = 0.0;
+      e[k] = -alpha;
+      for (int i = 1; i < len; ++i) x[i] = 0.0;
+      continue;
+    }
+    const double beta = -std::copysign(sqrt(alpha * alpha + s2), alpha);
+    const double tk = (beta - alpha) / beta;
+    tau[k] = tk;
+    const double inv = 1.0 / (alpha - beta);
+    x[0] = 1.0;
+    for (int i = 1; i < len; ++i) x[i] *= inv;
+    e[k] = -beta;
+    // w = τ A22 v from A22's lower triangle (A22(j, i) = −A22(i, j)), then A22 += v wᵀ − w vᵀ below the diagonal.
+    // Column j: w[j+1..] += A22(j+1.., j)·v_j and w[j] −= ⟨A22(j+1.., j), v[j+1..]⟩ (Eigen maps: vectorised
+    // reductions, which a plain loop is not without -ffast-math).
+    double* a22 = a + (k + 1) + std::ptrdiff_t(k + 1) * n;
+    Eigen::Map<Eigen::VectorXd> wv(w, len);
+    const Eigen::Map<const Eigen::VectorXd> vv(x, len);
+    wv.setZero();
+    for (int j = 0; j + 1 < len; ++j) {
+      const int below = len - j - 1;
+      const Eigen::Map<const Eigen::VectorXd> col(a22 + std::ptrdiff_t(j) * n + j + 1, below);
+      wv.tail(below) += col * vv[j];
+      wv[j] -= col.dot(vv.tail(below));
+    }
+    wv *= tk;
+    for (int j = 0; j + 1 < len; ++j) {
+      const int below = len - j - 1;
+      Eigen::Map<Eigen::VectorXd> col(a22 + std::ptrdiff_t(j) * n + j + 1, below);
+      col += vv.tail(below) * wv[j] - wv.tail(below) * vv[j];
+    }
+  }
+  e[n - 2] = -a[(n - 1) + std::ptrdiff_t(n - 2) * n];
+  // H = P_0 P_1 ⋯ P_{n−3}, accumulated backwards.
+  for (int i = 0; i < n * n; ++i) h[i] = 0.0;
+  for (int i = 0; i < n; ++i) h[i + i * n] = 1.0;
+  for (int k = n - 3; k >= 0; --k) {  // H(k+1.., k+1..) −= τ v (vᵀ H(k+1.., k+1..))
+    if (tau[k] == 0.0) continue;
+    const int len = n - k - 1;
+    const Eigen::Map<const Eigen::VectorXd> v(a + (k + 1) + std::ptrdiff_t(k) * n, len);
+    Eigen::Map<Eigen::MatrixXd, 0, Eigen::OuterStride<>> hs(h + (k + 1) + std::ptrdiff_t(k + 1) * n, len, len,
+                                                            Eigen::OuterStride<>(n));
+    Eigen::Map<Eigen::RowVectorXd> t(w, len);
+    t.noalias() = tau[k] * (v.transpose() * hs);
+    hs.noalias() -= v * t;
+  }
+  // Bᵀ (upper bidiagonal): d_i = T(2i, 2i+1), f_i = Bᵀ(i, i+1) = B(i+1, i) = T(2i+2, 2i+1) = −T(2i+1, 2i+2).
+  double* d = dd;
+  double* f = dd + m;
+  for (int i = 0; i < m; ++i) d[i] = e[2 * i];
+  for (int i = 0; i + 1 < m; ++i) f[i] = -e[2 * i + 1];
+  // Bᵀ = U' Σ V'ᵀ, so B = V' Σ U'ᵀ: x_j = H[:, even] V'[:, j], y_j = H[:, odd] U'[:, j]. U', V' go into the
+  // (dead) reduced matrix's storage.
+  double* ut = a;
+  double* vt = a + m * m;
+  if (!detail::bidiagonal_svd(d, f, m, ut, vt)) return false;
+  for (int j = 0; j < m; ++j) sigma[j] = d[j];
+  // q (row-major) = [H_even·V' | H_odd·U']: q[r, j] = Σ_i H(r, 2i) V'(i, j).
+  using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<RowMat> q(q_out, n, n);
+  const Eigen::Map<const ColMat, 0, Eigen::OuterStride<>> h_even(h, n, m, Eigen::OuterStride<>(2 * n));
+  const Eigen::Map<const ColMat, 0, Eigen::OuterStride<>> h_odd(h + n, n, m, Eigen::OuterStride<>(2 * n));
+  q.leftCols(m).noalias() = h_even * Eigen::Map<const ColMat>(vt, m, m);
+  q.rightCols(m).noalias() = h_odd * Eigen::Map<const ColMat>(ut, m, m);
+  return true;
+}
+
+// The half-angle sines and cosines of σ (m of each), for skew_schur_divided.
+inline void skew_schur_half_angles(const double* sigma, int m, double* hc, double* hs) {
+  for (int j = 0; j < m; ++j) {
+    hc[j] = std::cos(0.5 * sigma[j]);
+    hs[j] = std::sin(0.5 * sigma[j]);
+  }
+}
+
+// mm (n×n, row-major, in place) ← 𝓛(mm): the eigenbasis step of the adjoint (above), given Qᵀ G Q.
+template <class T>
+void skew_schur_divided(T* mm, int n, const double* sigma, const double* hc, const double* hs) {
+  const int m = n / 2;
+  for (int jj = 0; jj < m; ++jj) {
+    const double hj = 0.5 * sigma[jj], cj = hc[jj], sj = hs[jj];
+    T* rx = mm + std::ptrdiff_t(jj) * n;       // row x_J
+    T* ry = mm + std::ptrdiff_t(m + jj) * n;  // row y_J
+    for (int kk = 0; kk < m; ++kk) {
+      const double hk = 0.5 * sigma[kk], ck = hc[kk], sk = hs[kk];
+      const double dm = hj - hk, dp = hj + hk;
+      const double sin_m = sj * ck - cj * sk, sin_p = sj * ck + cj * sk;
+      const double cos_m = cj * ck + sj * sk, cos_p = cj * ck - sj * sk;
+      const double sinc_m = std::abs(dm) < 1e-3 ? 1.0 - dm * dm / 6.0 * (1.0 - dm * dm / 20.0) : sin_m / dm;
+      const double sinc_p = std::abs(dp) < 1e-3 ? 1.0 - dp * dp / 6.0 * (1.0 - dp * dp / 20.0) : sin_p / dp;
+      const double a = double(rx[kk]), b = double(rx[m + kk]), c = double(ry[kk]), d = double(ry[m + kk]);
+      const double al = 0.5 * (a + d), be = 0.5 * (b - c), ga = 0.5 * (a - d), de = 0.5 * (b + c);
+      // (α + iβ)·e^{−i(h_J + h_K)}·sinc(h_J − h_K),  (γ + iδ)·e^{i(h_J − h_K)}·sinc(h_J + h_K)
+      const double al2 = sinc_m * (al * cos_p + be * sin_p), be2 = sinc_m * (be * cos_p - al * sin_p);
+      const double ga2 = sinc_p * (ga * cos_m - de * sin_m), de2 = sinc_p * (de * cos_m + ga * sin_m);
+      rx[kk] = T(al2 + ga2);
+      rx[m + kk] = T(be2 + de2);
+      ry[kk] = T(de2 - be2);
+      ry[m + kk] = T(al2 - ga2);
+    }
+  }
+}
+
+// r (n×n, row-major) = exp(A) = Q diag(Rot(σ_j)) Qᵀ from skew_schur's q, sigma; work: n² doubles.
+inline void skew_schur_exp(const double* q_in, const double* sigma, int n, double* r, double* work) {
+  using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int m = n / 2;
+  const Eigen::Map<const RowMat> q(q_in, n, n);
+  Eigen::Map<RowMat> w(work, n, n);
+  for (int j = 0; j < m; ++j) {
+    const double c = std::cos(sigma[j]), s = std::sin(sigma[j]);
+    w.col(j) = c * q.col(j) - s * q.col(m + j);
+    w.col(m + j) = s * q.col(j) + c * q.col(m + j);
+  }
+  Eigen::Map<RowMat>(r, n, n).noalias() = w * q.transpose();
+}
+
+// da (n×n, row-major) += L(Aᵀ, g) through the Schur form, in double (the reference of the op's float path);
+// work: n² + 2n doubles.
+inline void skew_schur_exp_adjoint(const double* q_in, const double* sigma, int n, const double* g_in, double* da,
+                                   double* work) {
+  using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const RowMat> q(q_in, n, n);
+  Eigen::Map<RowMat> mm(work, n, n);
+  double* hc = work + n * n;
+  double* hs = hc + n / 2;
+  skew_schur_half_angles(sigma, n / 2, hc, hs);
+  mm.noalias() = q.transpose() * Eigen::Map<const RowMat>(g_in, n, n) * q;
+  skew_schur_divided(work, n, sigma, hc, hs);
+  Eigen::Map<RowMat>(da, n, n).noalias() += q * mm * q.transpose();
+}
+
+}  // namespace liere
