@@ -12,9 +12,11 @@ namespace liere {
 inline constexpr int kSupportedBlocks[] = {2, 3, 4, 8, 16, 32, 64};
 inline constexpr const char* kSupportedBlocksText = "2, 3, 4, 8, 16, 32, 64";
 
-// Calls f(std::integral_constant<int, B>{}) for the runtime block size `block`.
+// Calls f(std::integral_constant<int, B>{}) for the runtime block size `block`: the one switch over the list, for
+// the encodings (pe/), the rotations and attention (backend/cpu/) and the table ops of both backends. Any other
+// size is an error that begins with `who` when given ("rotation tables on cuda: block size 5 is not supported; …").
 template <class F>
-decltype(auto) dispatch_block(int block, F&& f) {
+decltype(auto) dispatch_block(int block, F&& f, const char* who = nullptr) {
   switch (block) {
     case 2: return std::forward<F>(f)(std::integral_constant<int, 2>{});
     case 3: return std::forward<F>(f)(std::integral_constant<int, 3>{});
@@ -25,7 +27,8 @@ decltype(auto) dispatch_block(int block, F&& f) {
     case 64: return std::forward<F>(f)(std::integral_constant<int, 64>{});
     default: break;
   }
-  LIERE_ENSURE(false, "block size " << block << " is not supported; supported block sizes: " << kSupportedBlocksText);
+  LIERE_ENSURE(false, (who ? who : "") << (who ? ": " : "") << "block size " << block
+                                        << " is not supported; supported block sizes: " << kSupportedBlocksText);
   return std::forward<F>(f)(std::integral_constant<int, 2>{});  // unreachable
 }
 

@@ -32,6 +32,7 @@
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/cpu/gemm.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/pe/blocks.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
 #include <liere/core/eigen.hpp>
@@ -363,9 +364,8 @@ void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const
 template <class S>
 void rotation_table_forward(const S* generators, const S* positions, S* table, RotationTableShape shape) {
   detail::check_table_shape(shape, "rotation_table_forward");
-  kernels::table_block_switch(shape.block, "rotation tables", [&](auto b) {
-    detail::table_forward_impl<decltype(b)::value, S>(generators, positions, table, shape);
-  });
+  const auto run = [&](auto b) { detail::table_forward_impl<decltype(b)::value, S>(generators, positions, table, shape); };
+  dispatch_block(shape.block, run, "rotation tables");
 }
 
 // dgenerators += d loss / d generators given dtable = d loss / d table (same layouts as the forward).
@@ -373,9 +373,10 @@ template <class S>
 void rotation_table_backward(const S* generators, const S* positions, const S* dtable, S* dgenerators,
                              RotationTableShape shape) {
   detail::check_table_shape(shape, "rotation_table_backward");
-  kernels::table_block_switch(shape.block, "rotation tables", [&](auto b) {
+  const auto run = [&](auto b) {
     detail::table_backward_impl<decltype(b)::value, S>(generators, positions, dtable, dgenerators, shape);
-  });
+  };
+  dispatch_block(shape.block, run, "rotation tables");
 }
 
 // The index of the first generator coordinate that is NaN or ±Inf, or −1 (host memory).

@@ -15,6 +15,7 @@
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/pe/blocks.hpp>
 
 namespace liere::cuda {
 
@@ -141,15 +142,15 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
 void Ops::rotation_table_forward(const float* generators, const float* positions, float* table,
                                  RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
-  kernels::table_block_switch(shape.block, "rotation tables on cuda",
-                              [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); });
+  const auto run = [&](auto b) { forward_n<decltype(b)::value>(generators, positions, table, shape); };
+  dispatch_block(shape.block, run, "rotation tables on cuda");
 }
 
 void Ops::rotation_table_backward(const float* generators, const float* positions, const float* dtable,
                                   float* dgenerators, RotationTableShape shape) {
   if (shape.num_matrices() == 0) return;
-  kernels::table_block_switch(shape.block, "rotation tables on cuda",
-                              [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); });
+  const auto run = [&](auto b) { backward_n<decltype(b)::value>(generators, positions, dtable, dgenerators, shape); };
+  dispatch_block(shape.block, run, "rotation tables on cuda");
 }
 
 bool rotation_table_nonfinite(bool clear) {

@@ -30,22 +30,6 @@
 
 namespace liere::kernels {
 
-// Calls f(std::integral_constant<int, b>) for the compiled block sizes (pe/blocks.hpp's list), on the host: the
-// CPU op and the CUDA launcher pick their instance with it; `who` begins the error for any other size.
-template <class F>
-void table_block_switch(int block, const char* who, F&& f) {
-  switch (block) {
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    default: LIERE_ENSURE(false, who << ": block size " << block << " has no kernel (2, 3, 4, 8, 16, 32, 64)");
-  }
-}
-
 inline constexpr int kExpWork = 10;      // matrices of working memory for expm_skew
 inline constexpr int kFrechetWork = 19;  // for expm_frechet_skew
 
