@@ -97,6 +97,18 @@ using TableMul = std::conditional_t<(N >= 32), GemmMul, SmallMul>;
 template <class W>
 inline constexpr int kTablePolish = std::is_same_v<W, float> ? 2 : 0;
 
+// dw[j] += Σ over the threads' partial sums (in double, in thread order: deterministic for a fixed thread count).
+template <class S>
+void add_partials(const std::vector<std::vector<double>>& partial, S* dw, std::int64_t ng) {
+#pragma omp parallel for schedule(static) if (ng > kGrain)
+  for (std::int64_t j = 0; j < ng; ++j) {
+    double total = 0;
+    for (const auto& part : partial)
+      if (!part.empty()) total += part[std::size_t(j)];
+    dw[j] += S(total);
+  }
+}
+
 inline void check_table_shape(const RotationTableShape& s, const char* who) {
   LIERE_ENSURE(s.sets >= 1 && s.dim >= 1 && s.rows >= 0 && s.block >= 2 && s.head_dim % s.block == 0,
                who << ": bad shape (sets " << s.sets << ", dim " << s.dim << ", rows " << s.rows << ", head dim "
@@ -261,13 +273,7 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
         kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
     }
   }
-#pragma omp parallel for schedule(static) if (ng > kGrain)
-  for (std::int64_t j = 0; j < ng; ++j) {
-    double total = 0;
-    for (const auto& part : partial)
-      if (!part.empty()) total += part[std::size_t(j)];
-    dw[j] += S(total);
-  }
+  add_partials(partial, dw, ng);
 }
 
 // The precision of the forward's scaling and squaring. Float tables are computed in double for blocks of 4 and
@@ -349,13 +355,7 @@ void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const
         kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
     }
   }
-#pragma omp parallel for schedule(static) if (ng > kGrain)
-  for (std::int64_t j = 0; j < ng; ++j) {
-    double total = 0;
-    for (const auto& part : partial)
-      if (!part.empty()) total += part[std::size_t(j)];
-    dw[j] += S(total);
-  }
+  add_partials(partial, dw, ng);
 }
 
 }  // namespace detail
