@@ -12,6 +12,7 @@
 #include <liere/nn/linear.hpp>
 #include <liere/nn/module.hpp>
 #include <liere/nn/position_encoding.hpp>
+#include <limits>
 #include <memory>
 #include <type_traits>
 
@@ -30,6 +31,8 @@ VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionE
   LIERE_ENSURE(xs.rank() == 3 && xs[2] % (3 * heads) == 0,
                "attention: qkv must be (B, T, 3·C) with C divisible by " << heads << " heads, got " << xs);
   const Index B = xs[0], T = xs[1], C = xs[2] / 3;
+  LIERE_ENSURE(B <= std::numeric_limits<int>::max() && T <= std::numeric_limits<int>::max(),
+               "attention: batch " << B << " or tokens " << T << " exceed the attention kernels' int range");
   const AttentionShape s{int(B), int(T), heads, int(C / heads)};
   const bool rotary = pe && pe->rotary();
   const Device dev = rotary ? ops::same_device("attention", qkv, enc.tables, enc.transforms) : qkv.device();
