@@ -14,6 +14,8 @@
 //             AVX-512 development machine (bench/bench_gemm.cpp). Debian package: libdnnl2 (runtime) or libdnnl-dev.
 //   Eigen     (the fallback, and double) Eigen's GEMM on Maps of the caller's buffers (no copies);
 //   OpenBLAS  cblas_sgemm / cblas_dgemm from libopenblas.so.0, also dlopen'ed, pinned to one thread.
+// bf16 runs: the engine's products of activations and gradients call gemm_act (backend/cpu/gemm_bf16.hpp), which
+// is gemm() in fp32 and oneDNN's bf16 GEMM on rounded operands under set_gemm_precision(Precision::bf16).
 // Select with set_gemm_backend() or the environment variable LIERE_GEMM=dnnl|eigen|openblas (read once, at the
 // first product; a value that is not one of these, or a library that cannot be loaded, stops with an error that
 // says so). Without LIERE_GEMM: oneDNN when it loads, else Eigen.
