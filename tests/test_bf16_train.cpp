@@ -5,7 +5,8 @@
 //   * checkpoints stay fp32 and move between fp32 and bf16 runs: bf16 resuming is exact (2 epochs == 1 + save +
 //     resume + 1, bit for bit), a bf16 run's checkpoint has the tensors, dtypes (F32) and shapes of an fp32 run's,
 //     and each precision resumes the other's checkpoint with the file's weights, bit for bit.
-// Every case needs the CPU's bf16 products ([needs-bf16]: Skipped where the CPU or oneDNN cannot).
+// Every case but the first needs the CPU's bf16 products ([needs-bf16]: Skipped where the CPU or oneDNN cannot);
+// the first checks on every machine that each trainer sets the mode of the CPU products (or refuses bf16).
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -138,6 +139,23 @@ std::size_t differing_from_checkpoint(app::Trainer& t, const std::string& ckpt) 
 }
 
 }  // namespace
+
+TEST_CASE("bf16 training: each trainer sets the precision of the CPU products, fp32 by default", "[bf16][trainer]") {
+  std::cerr.setstate(std::ios::failbit);
+  {
+    app::Trainer t(small("liere"), options("fp32", 1), "synthetic");
+    CHECK(cpu::gemm_precision() == Precision::fp32);
+  }
+  if (cpu::bf16_gemm_support()) {
+    app::Trainer t16(small("liere"), options("bf16", 1), "synthetic");
+    CHECK(cpu::gemm_precision() == Precision::bf16);
+    app::Trainer t32(small("liere"), options("fp32", 1), "synthetic");  // the next trainer sets it back
+    CHECK(cpu::gemm_precision() == Precision::fp32);
+  } else {
+    CHECK_THROWS_AS(options("bf16", 1).validate(), app::UsageError);
+  }
+  std::cerr.clear();
+}
 
 TEST_CASE("bf16 training: finite losses close to fp32's, step by step", "[bf16][trainer][needs-bf16]") {
   std::string why;
