@@ -7,19 +7,26 @@
 //     the exact product (the identity ⟨R(p)q, R(p')k⟩ = ⟨q, R(p)ᵀR(p')k⟩), for the commuting encoding also from
 //     R(p' − p), and the attention scores ⟨R(p)q, R(p')k⟩ against the exact ones, for RoPE-Mixed-like block 2,
 //     LieRE-8 and LieRE-64 (dense). The first must be orders of magnitude better; the figures are printed;
-//   * the --precision parser and its messages (core/precision.hpp).
+//   * the --precision parser and what each device supports, with its messages (core/precision.hpp,
+//     backend/precision.hpp);
+//   * oneDNN's bf16 GEMM (backend/cpu/gemm_bf16.hpp) against fp32 arithmetic on the bf16-rounded operands, within
+//     the bound of the accumulation order (stated at the test), and gemm_act in both modes ([needs-bf16]: skipped
+//     where the CPU or oneDNN cannot; tests/test_bf16_train.cpp trains with it).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <liere/backend/kernels/bf16.hpp>
+#include <liere/backend/cpu/gemm_bf16.hpp>
+#include <liere/backend/precision.hpp>
 #include <liere/core/precision.hpp>
 #include <liere/pe/liere.hpp>
 #include <numbers>
 #include <sstream>
 #include <utility>
 
+#include "skip.hpp"
 #include "test_util.hpp"
 
 using liere::kernels::bf16;
@@ -216,7 +223,7 @@ TEST_CASE("tables in fp32 applied to bf16 q, k keep rotations rotations; tables 
   }
 }
 
-TEST_CASE("--precision: parsing and what this build supports, with clear messages", "[bf16][precision]") {
+TEST_CASE("--precision: parsing and what each device supports, with clear messages", "[bf16][precision]") {
   using liere::Device;
   using liere::Precision;
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
@@ -230,8 +237,122 @@ TEST_CASE("--precision: parsing and what this build supports, with clear message
   liere::check_precision(Precision::fp32, Device::cpu);
   liere::check_precision(Precision::tf32, Device::cuda);
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::tf32, Device::cpu), Catch::Contains("needs --device cuda"));
-  REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cpu),
-                      Catch::Contains("--precision bf16 is not supported") && Catch::Contains("on cpu"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cuda),
+                      Catch::Contains("--precision bf16 is not supported on cuda") && Catch::Contains("--device cpu"));
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
-                      Catch::Contains("--precision fp16 is not supported") && Catch::Contains("fp32 or tf32"));
+                      Catch::Contains("--precision fp16 is not supported on cuda") && Catch::Contains("tf32 or fp32"));
+  REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cpu),
+                      Catch::Contains("--precision fp16 is not supported on cpu") && Catch::Contains("use --precision bf16"));
+  // bf16 on the CPU: exactly where the bf16 GEMM is usable, and otherwise a message that says what is missing.
+  std::string why;
+  const bool cpu_bf16 = liere::cpu::bf16_gemm_support(&why);
+  CHECK(liere::precision_supported(Precision::bf16, Device::cpu) == cpu_bf16);
+  if (cpu_bf16) {
+    CHECK(why.empty());
+    CHECK_NOTHROW(liere::check_precision(Precision::bf16, Device::cpu));
+  } else {
+    CHECK(!why.empty());
+    REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cpu),
+                        Catch::Contains("--precision bf16 is not supported on cpu here: " + why));
+  }
+  // The CPU products run in fp32 or bf16, nothing else; a refused setting changes nothing.
+  REQUIRE_THROWS_WITH(liere::cpu::set_gemm_precision(Precision::tf32), Catch::Contains("fp32 or bf16"));
+  CHECK(liere::cpu::gemm_precision() == Precision::fp32);
+}
+
+namespace {
+
+// op(X) element (i, j) of a row-major matrix stored with leading dimension ld.
+template <class T>
+double at(const T* x, bool trans, liere::Index ld, liere::Index i, liere::Index j) {
+  return double(trans ? x[j * ld + i] : x[i * ld + j]);
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bf16: oneDNN's bf16 GEMM against fp32 arithmetic on the bf16-rounded operands", "[bf16][needs-bf16]") {
+  // Products of bf16 values are exact in fp32 (8 + 8 significant bits), so oneDNN and an fp32 GEMM of the rounded
+  // operands differ only in the order and rounding of the fp32 sums: each is within γ_K = K·u/(1 − K·u) (u = 2⁻²⁴)
+  // of the exact sum Σ|a||b|-weighted, plus the rounding of alpha·sum and of + beta·C (2u more). So
+  //   |C_bf16 − exact| ≤ (γ_K + 2u)·(|alpha| Σ_k |a_ik||b_kj| + |beta||C_ij|)        (1)
+  //   |C_bf16 − C_fp32| ≤ 2 × the same.                                                (2)
+  // and gemm_act under bf16 is gemm_bf16 on the rounded operands, bit for bit.
+  std::string why;
+  if (!liere::cpu::bf16_gemm_support(&why)) LIERE_SKIP(why);
+  using liere::Index;
+  using liere::cpu::gemm;
+  using liere::cpu::gemm_act;
+  using liere::cpu::gemm_bf16;
+  std::mt19937_64 g(7);
+  std::normal_distribution<float> nd(0, 1);
+  const double u = std::ldexp(1.0, -24);
+  struct Case {
+    Index M, N, K;
+    float alpha, beta;
+  };
+  // odd sizes, a K long enough that accumulation order matters, products large enough to be cut into slabs
+  for (const Case c : {Case{1, 1, 1, 1, 0}, Case{5, 7, 9, 1, 0}, Case{33, 17, 300, 0.5f, 1}, Case{130, 64, 192, 1, 0.25f},
+                       Case{16, 200, 65, -2, 1}}) {
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " trans_a=" << ta << " trans_b=" << tb);
+        // stored shapes, with padding in the leading dimensions
+        const Index lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 1, ldc = c.N + 2;
+        std::vector<float> a(std::size_t((ta ? c.K : c.M) * lda)), b(std::size_t((tb ? c.N : c.K) * ldb));
+        for (float& x : a) x = nd(g);
+        for (float& x : b) x = nd(g);
+        std::vector<bf16> a16(a.size()), b16(b.size());
+        std::vector<float> ar(a.size()), br(b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) a16[i] = to_bf16(a[i]), ar[i] = to_float(a16[i]);
+        for (std::size_t i = 0; i < b.size(); ++i) b16[i] = to_bf16(b[i]), br[i] = to_float(b16[i]);
+        std::vector<float> c0(std::size_t(c.M * ldc));
+        for (float& x : c0) x = nd(g);
+        // beta = 0 never reads C: NaN there must not show
+        if (c.beta == 0) std::fill(c0.begin(), c0.end(), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> c16 = c0, c32 = c0, cact = c0;
+        gemm_bf16(ta, tb, c.M, c.N, c.K, c.alpha, a16.data(), lda, b16.data(), ldb, c.beta, c16.data(), ldc);
+        gemm(bool(ta), bool(tb), c.M, c.N, c.K, c.alpha, ar.data(), lda, br.data(), ldb, c.beta, c32.data(), ldc);
+        {
+          liere::cpu::GemmPrecisionScope bf16_products(liere::Precision::bf16);
+          gemm_act(bool(ta), bool(tb), c.M, c.N, c.K, c.alpha, a.data(), lda, b.data(), ldb, c.beta, cact.data(), ldc);
+        }
+        const double gamma = c.K * u / (1 - c.K * u) + 2 * u;
+        double worst1 = 0, worst2 = 0, unrounded = 0;
+        int act_differs = 0;
+        for (Index i = 0; i < c.M; ++i)
+          for (Index j = 0; j < c.N; ++j) {
+            double exact = 0, mag = 0, exact_unrounded = 0;
+            for (Index k = 0; k < c.K; ++k) {
+              const double p = at(ar.data(), ta, lda, i, k) * at(br.data(), tb, ldb, k, j);
+              exact += p, mag += std::abs(p);
+              exact_unrounded += at(a.data(), ta, lda, i, k) * at(b.data(), tb, ldb, k, j);
+            }
+            const double cin = c.beta == 0 ? 0.0 : double(c0[std::size_t(i * ldc + j)]);
+            const double bound = gamma * (std::abs(c.alpha) * mag + std::abs(c.beta) * std::abs(cin));
+            const double v16 = c16[std::size_t(i * ldc + j)], v32 = c32[std::size_t(i * ldc + j)];
+            REQUIRE(std::isfinite(v16));
+            worst1 = std::max(worst1, std::abs(v16 - (c.alpha * exact + c.beta * cin)) / bound);
+            worst2 = std::max(worst2, std::abs(v16 - v32) / (2 * bound));
+            unrounded = std::max(unrounded, std::abs(v16 - (c.alpha * exact_unrounded + c.beta * cin)) / bound);
+            act_differs += std::memcmp(&cact[std::size_t(i * ldc + j)], &c16[std::size_t(i * ldc + j)], 4) != 0;
+          }
+        CHECK(worst1 <= 1);  // (1)
+        CHECK(worst2 <= 1);  // (2)
+        CHECK(act_differs == 0);
+        // The operands were rounded: against the unrounded product the error exceeds the fp32 bound (bf16 rounding
+        // is 2⁻⁹ relative per operand, ~10⁴ × u), unless the product is a single bf16 × bf16 term of K = 1.
+        if (c.K > 1) CHECK(unrounded > 10);
+        // The padding of C is untouched.
+        for (Index i = 0; i < c.M; ++i)
+          for (Index j = c.N; j < ldc; ++j)
+            CHECK(std::memcmp(&c16[std::size_t(i * ldc + j)], &c0[std::size_t(i * ldc + j)], 4) == 0);
+      }
+  }
+  // fp32 mode: gemm_act is gemm, bit for bit
+  std::vector<float> a(12 * 20), b(20 * 9), c1(12 * 9), c2(12 * 9);
+  for (float& x : a) x = nd(g);
+  for (float& x : b) x = nd(g);
+  gemm(false, false, Index(12), Index(9), Index(20), 1.0f, a.data(), b.data(), 0.0f, c1.data());
+  gemm_act(false, false, Index(12), Index(9), Index(20), 1.0f, a.data(), b.data(), 0.0f, c2.data());
+  CHECK(c1 == c2);
 }

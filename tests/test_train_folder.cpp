@@ -3,6 +3,7 @@
 // RandomResizedCrop. Both layouts (class folders with every N-th image held out; train/ and val/), and bad input.
 #include <catch2/catch.hpp>
 
+#include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/io/json.hpp>
 
 #include <stb_image_write.h>
@@ -26,10 +27,11 @@ struct Result {
   std::string log;
 };
 
-Result run(const TempDir& dir, const std::string& args) {
+// env: more VAR=value settings for the program (e.g. ONEDNN_MAX_CPU_ISA=AVX2).
+Result run(const TempDir& dir, const std::string& args, const std::string& env = "") {
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "train_cifar";
   const std::string log = dir / "log.txt";
-  const std::string cmd = "OMP_NUM_THREADS=1 " + exe.string() + " --threads 1 " + args + " > " + log + " 2>&1";
+  const std::string cmd = "OMP_NUM_THREADS=1 " + (env.empty() ? "" : env + " ") + exe.string() + " --threads 1 " + args + " > " + log + " 2>&1";
   const int s = std::system(cmd.c_str());
   return {WIFEXITED(s) ? WEXITSTATUS(s) : -1, liere::test::read_bytes(log)};
 }
@@ -117,9 +119,17 @@ TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program
   CHECK(r.status == 0);
   CHECK_THAT(r.log, Contains("classes=2"));
   // --precision: what this build cannot train in stops before any work, exit code 2, saying what it can.
+  // bf16 runs where the CPU has it (AVX512_BF16 and oneDNN); oneDNN limited to AVX2 refuses it, as a CPU without
+  // AVX-512 would.
   r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision bf16 --device cpu");
+  CHECK(r.status == (liere::cpu::bf16_gemm_support() ? 0 : 2));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision bf16 --device cpu",
+          "ONEDNN_MAX_CPU_ISA=AVX2");
   CHECK(r.status == 2);
-  CHECK_THAT(r.log, Contains("--precision bf16 is not supported") && Contains("trains in fp32"));
+  CHECK_THAT(r.log, Contains("--precision bf16 is not supported on cpu here") && Contains("use --precision fp32"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision fp16 --device cpu");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--precision fp16 is not supported on cpu") && Contains("use --precision bf16"));
   r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run --precision tf32 --device cpu");
   CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--precision tf32 needs --device cuda"));

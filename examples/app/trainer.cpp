@@ -88,8 +88,9 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("eval-batch", &eval_batch, "batch size for evaluation");
   f.add("device", &device, "cpu, cuda, or auto (cuda when this build has the CUDA backend and a device is present)");
   f.add("precision", &precision,
-        "fp32, or tf32 (cuda: matrix products in TF32 on tensor cores, faster, ~1e-3 relative error); bf16 and fp16 "
-        "are not implemented yet (exit code 2)");
+        "fp32; tf32 (cuda: matrix products in TF32 on tensor cores, ~1e-3 relative error); bf16 (cpu with "
+        "AVX512_BF16 and oneDNN: products of activations and gradients on bf16 operands, fp32 accumulation, weights "
+        "and statistics; docs/precision.md); fp16, and bf16 on cuda, are not implemented yet (exit code 2)");
   f.add_switch("tf32", &tf32, "the same as --precision tf32");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
@@ -203,11 +204,15 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
         std::cerr << "warning: " << comm_.local_size() << " ranks share this machine's " << gpus << " GPUs\n";
     }
     const bool tf32 = opt_.resolved_precision() == Precision::tf32;
-    cuda::set_tf32(tf32);
     std::cerr << "device: cuda, " << cuda::device_description() << (tf32 ? ", TF32 matrix products" : "") << "\n";
 #endif
     params_.to(device_);  // before the optimizer: its state lives where the parameters do
   }
+  // The mode of the device's matrix products (cpu: fp32 or bf16 operands; cuda: TF32 or not); weights stay fp32.
+  set_precision(opt_.resolved_precision(), device_);
+  if (device_ == Device::cpu && opt_.resolved_precision() == Precision::bf16)
+    std::cerr << "precision: bf16 matrix products (operands rounded to bf16, fp32 accumulation: oneDNN, AVX512_BF16); "
+                 "weights, optimizer state, LayerNorm, softmax, loss and rotation tables in fp32\n";
   optim::AdamConfig ac;
   ac.lr = opt_.lr;
   ac.weight_decay = opt_.wd;
@@ -343,7 +348,7 @@ double Trainer::bench(int steps) {
   const double ips = double(steps) * B / s;
   const double gflops = 3.0 * cfg_.gflops_per_image() * ips;  // forward + backward ≈ 3 × forward
   std::cout << "model: " << cfg_.describe() << "\npe: " << cfg_.pe.describe() << "\ndevice=" << to_string(device_)
-            << (device_ == Device::cuda && opt_.resolved_precision() == Precision::tf32 ? " tf32" : "")
+            << " precision=" << to_string(opt_.resolved_precision())
             << " threads=" << opt_.threads
             << " gemm=" << (device_ == Device::cuda ? std::string("cuBLAS") : cpu::gemm_backend_name(cpu::gemm_backend()))
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
@@ -563,6 +568,7 @@ train::Metrics summary_fields(const Trainer& t, const EvalResult& r) {
           {"total_params", t.total_params()},
           {"train_img_per_s", t.train_img_per_s()},
           {"epochs", t.options().epochs},
+          {"precision", std::string(to_string(t.options().resolved_precision()))},
           {"seed", t.options().seed}};
 }
 

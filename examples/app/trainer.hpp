@@ -19,6 +19,7 @@
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
 #include <app/progress.hpp>
+#include <liere/backend/precision.hpp>
 #include <liere/core/precision.hpp>
 #include <liere/nn/engine.hpp>
 
@@ -75,7 +76,7 @@ struct TrainOptions {
   bool dry_run = false;
   std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
   bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores (the same as --precision tf32)
-  std::string precision = "fp32";  // fp32, tf32, bf16, fp16 (core/precision.hpp: what this build can train in)
+  std::string precision = "fp32";  // fp32, tf32, bf16, fp16 (backend/precision.hpp: what each device can train in)
   // data parallel (mpirun)
   double comm_timeout = 30;     // seconds a collective waits for the other ranks before the job is ended
   double bucket_mib = 4;        // gradient all-reduce bucket size
@@ -88,8 +89,9 @@ struct TrainOptions {
   void validate() const;
   // The device --device names (auto resolved).
   Device resolved_device() const;
-  // --precision, parsed and checked against the device: a value this build cannot train in on it (bf16 and fp16
-  // for now; tf32 off cuda) is a UsageError (exit code 2) that says what it can. --tf32 is --precision tf32.
+  // --precision, parsed and checked against the device: a value this build or machine cannot train in on it (fp16;
+  // bf16 on cuda, or on a CPU without AVX512_BF16 or oneDNN; tf32 off cuda) is a UsageError (exit code 2) that says
+  // what it can. --tf32 is --precision tf32.
   Precision resolved_precision() const;
   // Ranks other than 0 write no files: clears --summary-json and --predictions there.
   void root_writes_files();

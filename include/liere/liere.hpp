@@ -3,6 +3,7 @@
 
 #include <liere/core/config.hpp>
 #include <liere/core/precision.hpp>
+#include <liere/backend/precision.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/lie/hat.hpp>
 #include <liere/lie/log.hpp>

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <liere/backend/attention_cache.hpp>
-#include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/backend/cpu/rotate.hpp>
 #include <liere/backend/cpu/softmax.hpp>
 #include <liere/backend/types.hpp>
@@ -135,9 +135,9 @@ void attention_forward(const AttentionShape& s, const Scalar* q, const Scalar* k
       const Scalar* km = kh + b * T * qld + h * D;
       const Scalar* vm = v + b * T * ld + h * D;    // (T, D), rows ld apart
       Scalar* p = cache.probs.data() + std::int64_t(bh) * T * T;  // (T, T)
-      gemm<Scalar>(false, true, T, T, D, scale, qm, qld, km, qld, Scalar(0), p, T);  // Q̂ K̂ᵀ / √D (the scale as α)
+      gemm_act<Scalar>(false, true, T, T, D, scale, qm, qld, km, qld, Scalar(0), p, T);  // Q̂ K̂ᵀ / √D (the scale as α)
       softmax_rows_forward(p, T, key_mask.empty() ? nullptr : key_mask.data() + std::int64_t(b) * T);
-      gemm<Scalar>(false, false, T, D, T, Scalar(1), p, T, vm, ld, Scalar(0), out + std::int64_t(b) * T * HD + h * D,
+      gemm_act<Scalar>(false, false, T, D, T, Scalar(1), p, T, vm, ld, Scalar(0), out + std::int64_t(b) * T * HD + h * D,
                    HD);  // P V
     }
   };
@@ -214,13 +214,13 @@ void attention_backward(const AttentionShape& s, const Scalar* q, const Scalar* 
         const Scalar* vm = v + b * T * ld + h * D;    // (T, D), rows ld apart
         const Scalar* dom = dout + std::int64_t(b) * T * HD + h * D;  // (T, D), rows HD apart
         const Scalar* p = cache.probs.data() + std::int64_t(bh) * T * T;  // (T, T)
-        gemm<Scalar>(true, false, T, D, T, Scalar(1), p, T, dom, HD, Scalar(1), dv + b * T * ld + h * D, ld);  // dV += Pᵀ dO
-        gemm<Scalar>(false, true, T, T, D, Scalar(1), dom, HD, vm, ld, Scalar(0), dp.data(), T);  // dP = dO Vᵀ
+        gemm_act<Scalar>(true, false, T, D, T, Scalar(1), p, T, dom, HD, Scalar(1), dv + b * T * ld + h * D, ld);  // dV += Pᵀ dO
+        gemm_act<Scalar>(false, true, T, T, D, Scalar(1), dom, HD, vm, ld, Scalar(0), dp.data(), T);  // dP = dO Vᵀ
         softmax_rows_backward(p, dp.data(), T, scale);
         // scores = Q̂ K̂ᵀ: dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (written when rotated: dq̂, dk̂ are scratch; else accumulated)
         const Scalar beta = rotated ? Scalar(0) : Scalar(1);
-        gemm<Scalar>(false, false, T, D, T, Scalar(1), dp.data(), T, km, qld, beta, dqh + b * dl.batch + h * D, dl.token);
-        gemm<Scalar>(true, false, T, D, T, Scalar(1), dp.data(), T, qm, qld, beta, dkh + b * dl.batch + h * D, dl.token);
+        gemm_act<Scalar>(false, false, T, D, T, Scalar(1), dp.data(), T, km, qld, beta, dqh + b * dl.batch + h * D, dl.token);
+        gemm_act<Scalar>(true, false, T, D, T, Scalar(1), dp.data(), T, qm, qld, beta, dkh + b * dl.batch + h * D, dl.token);
         rows_backward(b, h, item / H);
       }
     }

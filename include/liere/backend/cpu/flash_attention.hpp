@@ -33,7 +33,7 @@
 #include <liere/core/eigen.hpp>
 #include <liere/backend/attention_cache.hpp>
 #include <liere/backend/cpu/attention.hpp>
-#include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/backend/kernels/flash_attention.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
@@ -201,7 +201,7 @@ void flash_attention_forward(const AttentionShape& s, const Scalar* q, const Sca
         std::fill_n(acc.data(), std::size_t(rows) * D, Scalar(0));
         for (int j0 = 0; j0 < T; j0 += bk) {
           const int cols = std::min(bk, T - j0);
-          gemm<Scalar>(false, true, rows, cols, D, scale, qr.data() + std::int64_t(i0) * D, D,
+          gemm_act<Scalar>(false, true, rows, cols, D, scale, qr.data() + std::int64_t(i0) * D, D,
                        kr.data() + std::int64_t(j0) * D, D, Scalar(0), sc.data(), bk);  // S = Q̂ K̂ᵀ / √D
           for (int r = 0; r < rows; ++r) {
             const Scalar alpha =
@@ -209,7 +209,7 @@ void flash_attention_forward(const AttentionShape& s, const Scalar* q, const Sca
             if (alpha != Scalar(1))
               for (int d = 0; d < D; ++d) acc[std::size_t(r) * D + d] *= alpha;
           }
-          gemm<Scalar>(false, false, rows, D, cols, Scalar(1), sc.data(), bk, vm + std::int64_t(j0) * ld, ld, Scalar(1),
+          gemm_act<Scalar>(false, false, rows, D, cols, Scalar(1), sc.data(), bk, vm + std::int64_t(j0) * ld, ld, Scalar(1),
                        acc.data(), D);  // acc += P V
         }
         for (int r = 0; r < rows; ++r) {
@@ -262,18 +262,18 @@ void flash_attention_backward(const AttentionShape& s, const Scalar* q, const Sc
         for (int i0 = 0; i0 < T; i0 += bq) {
           const int rows = std::min(bq, T - i0);
           const Scalar* doi = dout + y0 + std::int64_t(i0) * HD;
-          gemm<Scalar>(false, true, rows, cols, D, scale, qr.data() + std::int64_t(i0) * D, D,
+          gemm_act<Scalar>(false, true, rows, cols, D, scale, qr.data() + std::int64_t(i0) * D, D,
                        kr.data() + std::int64_t(j0) * D, D, Scalar(0), sc.data(), bk);  // S = Q̂ K̂ᵀ / √D
-          gemm<Scalar>(false, true, rows, cols, D, Scalar(1), doi, HD, v + x0 + std::int64_t(j0) * ld, ld, Scalar(0),
+          gemm_act<Scalar>(false, true, rows, cols, D, Scalar(1), doi, HD, v + x0 + std::int64_t(j0) * ld, ld, Scalar(0),
                        dp.data(), bk);  // dP = dO Vᵀ
           for (int r = 0; r < rows; ++r)
             detail::backward_tile_row(sc.data() + std::int64_t(r) * bk, dp.data() + std::int64_t(r) * bk, cols,
                                       mask ? mask + j0 : nullptr, lse[i0 + r], di[i0 + r], scale);
-          gemm<Scalar>(true, false, cols, D, rows, Scalar(1), sc.data(), bk, doi, HD, Scalar(1),
+          gemm_act<Scalar>(true, false, cols, D, rows, Scalar(1), sc.data(), bk, doi, HD, Scalar(1),
                        dv + x0 + std::int64_t(j0) * ld, ld);  // dV += Pᵀ dO
-          gemm<Scalar>(false, false, rows, D, cols, Scalar(1), dp.data(), bk, kr.data() + std::int64_t(j0) * D, D,
+          gemm_act<Scalar>(false, false, rows, D, cols, Scalar(1), dp.data(), bk, kr.data() + std::int64_t(j0) * D, D,
                        Scalar(1), dqh + std::int64_t(i0) * HD, HD);  // dQ̂ += dS K̂
-          gemm<Scalar>(true, false, cols, D, rows, Scalar(1), dp.data(), bk, qr.data() + std::int64_t(i0) * D, D,
+          gemm_act<Scalar>(true, false, cols, D, rows, Scalar(1), dp.data(), bk, qr.data() + std::int64_t(i0) * D, D,
                        Scalar(1), dkh + std::int64_t(j0) * HD, HD);  // dK̂ += dSᵀ Q̂
         }
       }

@@ -14,6 +14,8 @@
 //             AVX-512 development machine (bench/bench_gemm.cpp). Debian package: libdnnl2 (runtime) or libdnnl-dev.
 //   Eigen     (the fallback, and double) Eigen's GEMM on Maps of the caller's buffers (no copies);
 //   OpenBLAS  cblas_sgemm / cblas_dgemm from libopenblas.so.0, also dlopen'ed, pinned to one thread.
+// bf16 runs: the engine's products of activations and gradients call gemm_act (backend/cpu/gemm_bf16.hpp), which
+// is gemm() in fp32 and oneDNN's bf16 GEMM on rounded operands under set_gemm_precision(Precision::bf16).
 // Select with set_gemm_backend() or the environment variable LIERE_GEMM=dnnl|eigen|openblas (read once, at the
 // first product; a value that is not one of these, or a library that cannot be loaded, stops with an error that
 // says so). Without LIERE_GEMM: oneDNN when it loads, else Eigen.
@@ -192,13 +194,11 @@ void gemm_block(bool trans_a, bool trans_b, Index m0, Index m, Index n0, Index n
 // 2 × 50000, so Eigen never starts its parallel GEMM behind our back).
 inline constexpr double kGemmParallelMacs = 1 << 16;
 
-template <class S>
-void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const S* A, Index lda, const S* B, Index ldb,
-          S beta, S* C, Index ldc) {
-  if (M == 0 || N == 0) return;
-  LIERE_ENSURE(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
-               "gemm: leading dimensions (" << lda << ", " << ldb << ", " << ldc << ") too small for M=" << M
-                                            << " N=" << N << " K=" << K);
+namespace detail {
+// Cuts C (M, N) into one slab per thread and calls block(by_rows, s0, s1) for each: rows s0..s1 of C when by_rows,
+// else columns. One slab on the calling thread when the product is small or this runs inside a parallel region.
+template <class Block>
+void gemm_slabs(Index M, Index N, Index K, Block&& block) {
   int threads = 1;
   if (!in_parallel() && double(M) * double(N) * double(K) >= kGemmParallelMacs) threads = max_threads();
   // Slabs of whole rows when there are enough rows (≥ 32 per thread), else of columns; aligned to 16.
@@ -206,7 +206,7 @@ void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const 
   const Index extent = by_rows ? M : N;
   threads = int(std::min<Index>(threads, std::max<Index>(1, extent / 16)));
   if (threads <= 1) {
-    detail::gemm_block(trans_a, trans_b, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    block(true, Index(0), M);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -214,11 +214,22 @@ void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const 
     const Index t = thread_id(), nt = num_threads();
     auto cut = [&](Index i) { return std::min(extent, ((extent * i / nt + 15) / 16) * 16); };
     const Index s0 = cut(t), s1 = t + 1 == nt ? extent : cut(t + 1);
-    if (s1 > s0) {
-      if (by_rows) detail::gemm_block(trans_a, trans_b, s0, s1 - s0, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-      else detail::gemm_block(trans_a, trans_b, 0, M, s0, s1 - s0, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
+    if (s1 > s0) block(by_rows, s0, s1);
   }
+}
+}  // namespace detail
+
+template <class S>
+void gemm(bool trans_a, bool trans_b, Index M, Index N, Index K, S alpha, const S* A, Index lda, const S* B, Index ldb,
+          S beta, S* C, Index ldc) {
+  if (M == 0 || N == 0) return;
+  LIERE_ENSURE(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
+               "gemm: leading dimensions (" << lda << ", " << ldb << ", " << ldc << ") too small for M=" << M
+                                            << " N=" << N << " K=" << K);
+  detail::gemm_slabs(M, N, K, [&](bool by_rows, Index s0, Index s1) {
+    if (by_rows) detail::gemm_block(trans_a, trans_b, s0, s1 - s0, 0, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else detail::gemm_block(trans_a, trans_b, 0, M, s0, s1 - s0, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  });
 }
 
 // Dense shorthand: leading dimensions are the stored row lengths.

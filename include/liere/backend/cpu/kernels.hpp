@@ -8,6 +8,7 @@
 #include <liere/backend/cpu/elementwise.hpp>
 #include <liere/backend/cpu/gelu.hpp>
 #include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/backend/cpu/layernorm.hpp>
 #include <liere/backend/cpu/linear.hpp>
 #include <liere/backend/cpu/optim.hpp>

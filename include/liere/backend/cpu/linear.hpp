@@ -9,7 +9,7 @@
 #pragma once
 
 #include <liere/backend/cpu/common.hpp>
-#include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/cpu/gemm_bf16.hpp>
 
 namespace liere::cpu {
 
@@ -27,7 +27,7 @@ void linear_forward(const S* x,  // (N, C)
       for (Index o = 0; o < OC; ++o) yr[o] = b[o];
     }
   }
-  gemm<S>(false, true, N, OC, C, S(1), x, w, b ? S(1) : S(0), y);
+  gemm_act<S>(false, true, N, OC, C, S(1), x, w, b ? S(1) : S(0), y);
 }
 
 template <class S>
@@ -38,8 +38,8 @@ void linear_backward(const S* x,   // (N, C)
                      std::type_identity_t<S>* dw,  // (OC, C) or nullptr
                      std::type_identity_t<S>* db,  // (OC) or nullptr
                      Index N, Index C, Index OC, bool overwrite_dx = false) {
-  if (dx) gemm<S>(false, false, N, C, OC, S(1), dy, w, overwrite_dx ? S(0) : S(1), dx);
-  if (dw) gemm<S>(true, false, OC, C, N, S(1), dy, x, S(1), dw);
+  if (dx) gemm_act<S>(false, false, N, C, OC, S(1), dy, w, overwrite_dx ? S(0) : S(1), dx);
+  if (dw) gemm_act<S>(true, false, OC, C, N, S(1), dy, x, S(1), dw);
   if (db) colsum_accumulate(dy, N, OC, OC, db);
 }
 

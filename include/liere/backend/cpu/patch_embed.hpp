@@ -80,11 +80,11 @@ void patch_embed_backward(const S* x,   // (B, C, T, H, W)
   const Index M = g.B * g.tokens(), K = g.patch_size();
   if (dw) {
     patch_im2col(x, scratch, g);
-    gemm<S>(true, false, D, K, M, S(1), dy, scratch, S(1), dw);
+    gemm_act<S>(true, false, D, K, M, S(1), dy, scratch, S(1), dw);
   }
   if (dbias) colsum_accumulate(dy, M, D, D, dbias);
   if (dx) {
-    gemm<S>(false, false, M, K, D, S(1), dy, w, S(0), scratch);
+    gemm_act<S>(false, false, M, K, D, S(1), dy, w, S(0), scratch);
     patch_col2im_accumulate(scratch, dx, g);
   }
 }
