@@ -374,58 +374,47 @@ void skew_reduce_lanes(double* a, int n, double* tau, double* e, double* w) {
   for (int l = 0; l < P; ++l) e[std::ptrdiff_t(n - 2) * P + l] = -last[l];
 }
 
+// t = Σ_i x_i y_i lane-wise over len rows of the lane layout, with four partial sums (one chain of dependent
+// additions would make the loop latency-bound).
+template <int P>
+void dot_lanes(const double* __restrict__ x, const double* __restrict__ y, int len, double* __restrict__ t) {
+  alignas(64) double t0[P] = {}, t1[P] = {}, t2[P] = {}, t3[P] = {};
+  int i = 0;
+  for (; i + 4 <= len; i += 4) {
+    const double* xi = x + std::ptrdiff_t(i) * P;
+    const double* yi = y + std::ptrdiff_t(i) * P;
+#pragma omp simd
+    for (int l = 0; l < P; ++l) {
+      t0[l] += xi[l] * yi[l];
+      t1[l] += xi[P + l] * yi[P + l];
+      t2[l] += xi[2 * P + l] * yi[2 * P + l];
+      t3[l] += xi[3 * P + l] * yi[3 * P + l];
+    }
+  }
+  for (; i < len; ++i) {
+    const double* xi = x + std::ptrdiff_t(i) * P;
+    const double* yi = y + std::ptrdiff_t(i) * P;
+#pragma omp simd
+    for (int l = 0; l < P; ++l) t0[l] += xi[l] * yi[l];
+  }
+#pragma omp simd
+  for (int l = 0; l < P; ++l) t[l] = (t0[l] + t1[l]) + (t2[l] + t3[l]);
+}
+
 // q (n×n×P, lane layout, column-major) ← P_0 P_1 ⋯ P_{n−3} q: the reflectors of skew_reduce_lanes, last first.
-// Four columns of q at a time, so that each load of v serves four dot products and four updates.
+// Column by column (one column of q, n·P doubles, stays in L1 while every reflector passes over it; reflector by
+// reflector over the whole q, 2·n²·P doubles from L2 per reflector, ran 2× slower).
 template <int P>
 void apply_reflectors_lanes(const double* a, const double* tau, int n, double* q) {
   const std::ptrdiff_t cs = std::ptrdiff_t(n) * P;
-  for (int k = n - 3; k >= 0; --k) {
-    const double* __restrict__ v = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;
-    const double* __restrict__ tk = tau + std::ptrdiff_t(k) * P;
-    const int len = n - k - 1;
-    int c = 0;
-    for (; c + 4 <= n; c += 4) {
-      double* __restrict__ q0 = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
-      alignas(64) double t[4][P] = {};
-      for (int i = 0; i < len; ++i) {
-        const double* vi = v + std::ptrdiff_t(i) * P;
-        const double* qi = q0 + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) {
-          t[0][l] += vi[l] * qi[l];
-          t[1][l] += vi[l] * qi[cs + l];
-          t[2][l] += vi[l] * qi[2 * cs + l];
-          t[3][l] += vi[l] * qi[3 * cs + l];
-        }
-      }
-#pragma omp simd
-      for (int l = 0; l < P; ++l) {
-        t[0][l] *= tk[l];
-        t[1][l] *= tk[l];
-        t[2][l] *= tk[l];
-        t[3][l] *= tk[l];
-      }
-      for (int i = 0; i < len; ++i) {
-        const double* vi = v + std::ptrdiff_t(i) * P;
-        double* qi = q0 + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) {
-          qi[l] -= vi[l] * t[0][l];
-          qi[cs + l] -= vi[l] * t[1][l];
-          qi[2 * cs + l] -= vi[l] * t[2][l];
-          qi[3 * cs + l] -= vi[l] * t[3][l];
-        }
-      }
-    }
-    for (; c < n; ++c) {
-      double* qc = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
-      alignas(64) double t[P] = {};
-      for (int i = 0; i < len; ++i) {
-        const double* vi = v + std::ptrdiff_t(i) * P;
-        const double* qi = qc + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) t[l] += vi[l] * qi[l];
-      }
+  for (int c = 0; c < n; ++c) {
+    for (int k = n - 3; k >= 0; --k) {
+      const double* __restrict__ v = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;
+      const double* __restrict__ tk = tau + std::ptrdiff_t(k) * P;
+      const int len = n - k - 1;
+      double* __restrict__ qc = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
+      alignas(64) double t[P];
+      dot_lanes<P>(v, qc, len, t);
 #pragma omp simd
       for (int l = 0; l < P; ++l) t[l] *= tk[l];
       for (int i = 0; i < len; ++i) {
