@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
   }
   // Lane-layout inputs for the batch stages: the strict lower triangle of −Aᵀ... as skew_schur_batch loads it.
   const int groups = count / P;
-  std::vector<double> lanes_in(std::size_t(groups) * nn * P), la(nn * P + 8), lq(nn * P + 8), ltau(std::size_t(n) * P),
-      le(std::size_t(n) * P), lw(std::size_t(n) * P), ld(std::size_t(m) * P), lf(std::size_t(m) * P),
+  std::vector<double> lanes_in(std::size_t(groups) * nn * P), la(nn * P + 8), lq(nn * P + 8), ltau_(std::size_t(n) * P + 8),
+      le_(std::size_t(n) * P + 8), lw_(std::size_t(n) * P + 8), ld_(std::size_t(m) * P + 8), lf_(std::size_t(m) * P + 8),
       lu(std::size_t(m) * m * P + 8), lv(std::size_t(m) * m * P + 8);
   for (int gi = 0; gi < groups; ++gi)
     for (int c = 0; c < n; ++c)
@@ -121,7 +121,9 @@ int main(int argc, char** argv) {
   auto aligned = [](std::vector<double>& v) {
     return v.data() + ((64 - reinterpret_cast<std::uintptr_t>(v.data()) % 64) % 64) / sizeof(double);
   };
-  double *pa = aligned(la), *pq = aligned(lq), *pu = aligned(lu), *pv = aligned(lv);
+  // (the lane arrays are 64-byte aligned, as skew_schur_batch lays them out)
+  double *pa = aligned(la), *pq = aligned(lq), *pu = aligned(lu), *pv = aligned(lv), *ltau = aligned(ltau_),
+         *le = aligned(le_), *lw = aligned(lw_), *ld = aligned(ld_), *lf = aligned(lf_);
 
   struct Stage {
     std::string name;
@@ -158,19 +160,19 @@ int main(int argc, char** argv) {
   stages.push_back({"batch reduce (skew_reduce_lanes)", [&] {
                       for (int gi = 0; gi < groups; ++gi) {
                         std::copy_n(lanes_in.data() + std::size_t(gi) * nn * P, nn * P, pa);
-                        liere::detail::skew_reduce_lanes<P>(pa, n, ltau.data(), le.data(), lw.data());
+                        liere::detail::skew_reduce_lanes<P>(pa, n, ltau, le, lw);
                       }
                     }});
   stages.push_back({"batch QR (bidiagonal_svd_lanes)", [&] {
                       for (int gi = 0; gi < groups; ++gi) {
                         for (int i = 0; i < m; ++i)
                           for (int l = 0; l < P; ++l) {
-                            ld[std::size_t(i * P + l)] = bd[std::size_t((gi * P + l) * m + i)];
-                            lf[std::size_t(i * P + l)] = bf[std::size_t((gi * P + l) * m + i)];
+                            ld[i * P + l] = bd[std::size_t((gi * P + l) * m + i)];
+                            lf[i * P + l] = bf[std::size_t((gi * P + l) * m + i)];
                           }
                         bool ok[P];
                         std::fill(ok, ok + P, true);
-                        liere::detail::bidiagonal_svd_lanes<P>(ld.data(), lf.data(), m, pu, pv, ok);
+                        liere::detail::bidiagonal_svd_lanes<P>(ld, lf, m, pu, pv, ok);
                       }
                     }});
   // apply: the reflectors of the last reduce (pa, ltau) applied to a fresh copy of the identity, per group
@@ -179,7 +181,7 @@ int main(int argc, char** argv) {
                         std::fill(pq, pq + nn * P, 0.0);
                         for (int i = 0; i < n; ++i)
                           for (int l = 0; l < P; ++l) pq[(std::size_t(i) * n + std::size_t(i)) * P + std::size_t(l)] = 1.0;
-                        liere::detail::apply_reflectors_lanes<P>(pa, ltau.data(), n, pq);
+                        liere::detail::apply_reflectors_lanes<P>(pa, ltau, n, pq);
                       }
                     }});
   stages.push_back({"exp (skew_schur_exp)", [&] {

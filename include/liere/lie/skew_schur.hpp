@@ -300,6 +300,9 @@ namespace detail {
 template <int P>
 void skew_reduce_lanes(double* a, int n, double* tau, double* e, double* w) {
   using std::sqrt;
+  using Lanes = Eigen::Array<double, P, 1>;
+  using CMap = Eigen::Map<const Lanes, Eigen::Aligned64>;
+  using Map = Eigen::Map<Lanes, Eigen::Aligned64>;
   const std::ptrdiff_t cs = std::ptrdiff_t(n) * P;  // column stride
   for (int k = 0; k + 2 < n; ++k) {
     double* x = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;  // rows k+1.., column k
@@ -331,98 +334,102 @@ void skew_reduce_lanes(double* a, int n, double* tau, double* e, double* w) {
 #pragma omp simd
       for (int l = 0; l < P; ++l) xi[l] *= inv[l];
     }
-    // w = τ A22 v from the strict lower triangle of A22 (A22(j, i) = −A22(i, j)), then A22 += v wᵀ − w vᵀ.
+    // w = τ A22 v from the strict lower triangle of A22 (A22(j, i) = −A22(i, j)), then A22 += v wᵀ − w vᵀ; two
+    // columns at a time (the loops are bound by loads: v_i and w_i are loaded once for both).
     double* a22 = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k + 1) * n) * P;
-    for (int i = 0; i < len * P; ++i) w[i] = 0.0;
-    for (int j = 0; j + 1 < len; ++j) {
-      const double* col = a22 + std::ptrdiff_t(j) * cs;  // A22(i, j) at col[i·P]
-      const double* vj = x + std::ptrdiff_t(j) * P;
-      alignas(64) double acc[P] = {};
-      for (int i = j + 1; i < len; ++i) {
-        const double* ci = col + std::ptrdiff_t(i) * P;
-        const double* vi = x + std::ptrdiff_t(i) * P;
-        double* wi = w + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) {
-          wi[l] += ci[l] * vj[l];
-          acc[l] += ci[l] * vi[l];
-        }
+    const auto V = [&](int i) { return CMap(x + std::ptrdiff_t(i) * P); };
+    const auto W = [&](int i) { return Map(w + std::ptrdiff_t(i) * P); };
+    const auto C = [&](int i, int j) { return Map(a22 + std::ptrdiff_t(j) * cs + std::ptrdiff_t(i) * P); };
+    for (int i = 0; i < len; ++i) W(i).setZero();
+    int j = 0;
+    for (; j + 2 < len; j += 2) {  // columns j, j+1 (rows below j+1 exist)
+      const Lanes vj = V(j), vj1 = V(j + 1);
+      Lanes acc0 = C(j + 1, j) * V(j + 1), acc1 = Lanes::Zero();
+      W(j + 1) += C(j + 1, j) * vj;
+      for (int i = j + 2; i < len; ++i) {
+        const Lanes c0 = C(i, j), c1 = C(i, j + 1), vi = V(i);
+        W(i) += c0 * vj + c1 * vj1;
+        acc0 += c0 * vi;
+        acc1 += c1 * vi;
       }
-      double* wj = w + std::ptrdiff_t(j) * P;
-#pragma omp simd
-      for (int l = 0; l < P; ++l) wj[l] -= acc[l];
+      W(j) -= acc0;
+      W(j + 1) -= acc1;
     }
-    for (int i = 0; i < len; ++i) {
-      double* wi = w + std::ptrdiff_t(i) * P;
-#pragma omp simd
-      for (int l = 0; l < P; ++l) wi[l] *= tk[l];
-    }
-    for (int j = 0; j + 1 < len; ++j) {
-      double* col = a22 + std::ptrdiff_t(j) * cs;
-      const double* vj = x + std::ptrdiff_t(j) * P;
-      const double* wj = w + std::ptrdiff_t(j) * P;
+    for (; j + 1 < len; ++j) {
+      const Lanes vj = V(j);
+      Lanes acc = Lanes::Zero();
       for (int i = j + 1; i < len; ++i) {
-        double* ci = col + std::ptrdiff_t(i) * P;
-        const double* vi = x + std::ptrdiff_t(i) * P;
-        const double* wi = w + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) ci[l] += vi[l] * wj[l] - wi[l] * vj[l];
+        const Lanes c0 = C(i, j);
+        W(i) += c0 * vj;
+        acc += c0 * V(i);
       }
+      W(j) -= acc;
+    }
+    const Lanes tl = CMap(tk);
+    for (int i = 0; i < len; ++i) W(i) *= tl;
+    j = 0;
+    for (; j + 2 < len; j += 2) {
+      const Lanes vj = V(j), vj1 = V(j + 1), wj = W(j), wj1 = W(j + 1);
+      C(j + 1, j) += V(j + 1) * wj - W(j + 1) * vj;
+      for (int i = j + 2; i < len; ++i) {
+        const Lanes vi = V(i), wi = W(i);
+        C(i, j) += vi * wj - wi * vj;
+        C(i, j + 1) += vi * wj1 - wi * vj1;
+      }
+    }
+    for (; j + 1 < len; ++j) {
+      const Lanes vj = V(j), wj = W(j);
+      for (int i = j + 1; i < len; ++i) C(i, j) += V(i) * wj - W(i) * vj;
     }
   }
   const double* last = a + (std::ptrdiff_t(n - 1) + std::ptrdiff_t(n - 2) * n) * P;
   for (int l = 0; l < P; ++l) e[std::ptrdiff_t(n - 2) * P + l] = -last[l];
 }
 
-// t = Σ_i x_i y_i lane-wise over len rows of the lane layout, with four partial sums (one chain of dependent
-// additions would make the loop latency-bound).
-template <int P>
-void dot_lanes(const double* __restrict__ x, const double* __restrict__ y, int len, double* __restrict__ t) {
-  alignas(64) double t0[P] = {}, t1[P] = {}, t2[P] = {}, t3[P] = {};
-  int i = 0;
-  for (; i + 4 <= len; i += 4) {
-    const double* xi = x + std::ptrdiff_t(i) * P;
-    const double* yi = y + std::ptrdiff_t(i) * P;
-#pragma omp simd
-    for (int l = 0; l < P; ++l) {
-      t0[l] += xi[l] * yi[l];
-      t1[l] += xi[P + l] * yi[P + l];
-      t2[l] += xi[2 * P + l] * yi[2 * P + l];
-      t3[l] += xi[3 * P + l] * yi[3 * P + l];
-    }
-  }
-  for (; i < len; ++i) {
-    const double* xi = x + std::ptrdiff_t(i) * P;
-    const double* yi = y + std::ptrdiff_t(i) * P;
-#pragma omp simd
-    for (int l = 0; l < P; ++l) t0[l] += xi[l] * yi[l];
-  }
-#pragma omp simd
-  for (int l = 0; l < P; ++l) t[l] = (t0[l] + t1[l]) + (t2[l] + t3[l]);
-}
-
 // q (n×n×P, lane layout, column-major) ← P_0 P_1 ⋯ P_{n−3} q: the reflectors of skew_reduce_lanes, last first.
-// Column by column (one column of q, n·P doubles, stays in L1 while every reflector passes over it; reflector by
-// reflector over the whole q, 2·n²·P doubles from L2 per reflector, ran 2× slower).
+// Four columns of q at a time (each load of v serves four dot products and four updates; the loop is bound by
+// loads), the lanes as Eigen fixed-size arrays (one vector register each with AVX-512, two with AVX2).
 template <int P>
 void apply_reflectors_lanes(const double* a, const double* tau, int n, double* q) {
+  using Lanes = Eigen::Array<double, P, 1>;
+  using CMap = Eigen::Map<const Lanes, Eigen::Aligned64>;
+  using Map = Eigen::Map<Lanes, Eigen::Aligned64>;
   const std::ptrdiff_t cs = std::ptrdiff_t(n) * P;
-  for (int c = 0; c < n; ++c) {
-    for (int k = n - 3; k >= 0; --k) {
-      const double* __restrict__ v = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;
-      const double* __restrict__ tk = tau + std::ptrdiff_t(k) * P;
-      const int len = n - k - 1;
-      double* __restrict__ qc = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
-      alignas(64) double t[P];
-      dot_lanes<P>(v, qc, len, t);
-#pragma omp simd
-      for (int l = 0; l < P; ++l) t[l] *= tk[l];
+  for (int k = n - 3; k >= 0; --k) {
+    const double* v = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;
+    const Lanes tk = CMap(tau + std::ptrdiff_t(k) * P);
+    const int len = n - k - 1;
+    int c = 0;
+    for (; c + 4 <= n; c += 4) {
+      double* q0 = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
+      Lanes t0 = Lanes::Zero(), t1 = Lanes::Zero(), t2 = Lanes::Zero(), t3 = Lanes::Zero();
       for (int i = 0; i < len; ++i) {
-        const double* vi = v + std::ptrdiff_t(i) * P;
-        double* qi = qc + std::ptrdiff_t(i) * P;
-#pragma omp simd
-        for (int l = 0; l < P; ++l) qi[l] -= vi[l] * t[l];
+        const Lanes vi = CMap(v + std::ptrdiff_t(i) * P);
+        const double* qi = q0 + std::ptrdiff_t(i) * P;
+        t0 += vi * CMap(qi);
+        t1 += vi * CMap(qi + cs);
+        t2 += vi * CMap(qi + 2 * cs);
+        t3 += vi * CMap(qi + 3 * cs);
       }
+      t0 *= tk;
+      t1 *= tk;
+      t2 *= tk;
+      t3 *= tk;
+      for (int i = 0; i < len; ++i) {
+        const Lanes vi = CMap(v + std::ptrdiff_t(i) * P);
+        double* qi = q0 + std::ptrdiff_t(i) * P;
+        Map(qi) -= vi * t0;
+        Map(qi + cs) -= vi * t1;
+        Map(qi + 2 * cs) -= vi * t2;
+        Map(qi + 3 * cs) -= vi * t3;
+      }
+    }
+    for (; c < n; ++c) {
+      double* qc = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
+      Lanes t = Lanes::Zero();
+      for (int i = 0; i < len; ++i) t += CMap(v + std::ptrdiff_t(i) * P) * CMap(qc + std::ptrdiff_t(i) * P);
+      t *= tk;
+      for (int i = 0; i < len; ++i) Map(qc + std::ptrdiff_t(i) * P) -= CMap(v + std::ptrdiff_t(i) * P) * t;
     }
   }
 }
