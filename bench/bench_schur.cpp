@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
                  count);
     return 2;
   }
+  Eigen::setNbThreads(1);  // one thread (Eigen's own products would otherwise use OpenMP's threads)
   constexpr int P = liere::kSchurLanes;
   count = (count + P - 1) / P * P;
   const int m = n / 2;

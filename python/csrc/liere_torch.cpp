@@ -9,8 +9,8 @@
 // Both maps run liere's code (lie/exp.hpp): the exponential in double (closed forms for b = 2, 3, scaling and
 // squaring of the degree-18 Taylor polynomial otherwise, with the skew-symmetric scaling), and the backward as
 // the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input; for even
-// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, its Q and σ saved for a backward of
-// four products). Nothing of torch's matrix_exp is used.
+// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, kSchurLanes matrices decomposed at
+// once, its Q and σ saved for a backward of four products). Nothing of torch's matrix_exp is used.
 //
 // The functions are maps on so(n): an input is read through its skew-symmetric part skew(X) = (X − Xᵀ)/2 (after
 // a check that it is skew to a stated tolerance), so the gradient of a raw input is skew(L). For any input

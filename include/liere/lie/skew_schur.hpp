@@ -29,6 +29,8 @@
 //
 // Cost for n = 64: the reduction and H are ≈ 2n³ flops of level-2 work, the bidiagonal QR about 1e6 flops of
 // rotations on 32-long columns, then two 64×32×32 products; exp then costs one product, the adjoint four.
+// skew_schur_batch (below) decomposes kSchurLanes matrices at once, one per vector lane: what the rotation tables
+// use; skew_schur is the one-matrix form (and the reference the batch is tested against).
 // Storage: column-major inside, row-major at the interface (as the tables).
 #pragma once
 

@@ -10,8 +10,8 @@
 // The per-block maths is backend/kernels/matrix_exp.hpp, the body the CUDA kernels run too.
 //
 // Blocks of 32 and 64 take the spectral path (below, and docs/math.md "The spectral path"): the real Schur form of
-// each generator in double, exp through it, and a backward of four products with the forward's Q and σ, which the
-// forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
+// each generator in double (kSchurLanes generators at once, skew_schur_batch), exp through it, and a backward of
+// four products with the forward's Q and σ, which the forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
 // "Rotation tables: spectral against polynomial"). The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
@@ -22,7 +22,8 @@
 // kernels run. The backward runs in the precision of S and sums the positions'
 // contributions in double. Blocks of 32 and 64 multiply through the GEMM library (cpu/gemm.hpp), smaller ones
 // with fixed-size loops.
-// Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|); the backward keeps
+// Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|; the spectral path hands out
+// groups of kSchurLanes consecutive blocks); the backward keeps
 // per-thread sums in double, reduced in thread order: deterministic for a fixed thread count.
 // Non-finite generators or positions give NaN tables and NaN gradients (never a hang); rotation_table_nonfinite
 // finds the first non-finite generator coordinate, for the caller's error message.
