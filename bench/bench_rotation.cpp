@@ -4,9 +4,11 @@
 // Block ∈ {2, 8, 64}, float32, all threads.
 //   forward            the 12 rotation tables from the parameters
 //   forward + backward the tables, then the gradient to the parameters from a fixed random dL/dtable
-// Blocks of 32 and 64 are timed twice in the same run, interleaved: the op's default (the spectral path, method
-// "spectral") and the polynomial path (scaling and squaring + its Fréchet derivative, method "polynomial",
-// cpu::set_rotation_table_method), with the per-table time (ms / (12·64·64/b) tables) and the ratio.
+// Blocks of 32 and 64 are timed three times in the same run, interleaved: the op's default (the spectral path,
+// method "spectral": kSchurLanes decompositions at once), the spectral path one decomposition at a time (method
+// "spectral-single") and the polynomial path (scaling and squaring + its Fréchet derivative, method "polynomial",
+// cpu::set_rotation_table_method), with the per-table time (ms / (12·64·64/b) tables) and the speed-up against the
+// polynomial path.
 // Prints a table and JSON lines (--json PATH appends them); bench/compare.py runs this beside
 // bench/torch_rotation.py and prints the ratios.
 #define LIERE_COUNT_FLOPS
@@ -110,7 +112,10 @@ int main(int argc, char** argv) {
     };
     // The methods of this block: the default, and the polynomial path beside it where the default differs.
     std::vector<liere::cpu::TableMethod> methods = {liere::cpu::TableMethod::Auto};
-    if (block >= 32) methods.push_back(liere::cpu::TableMethod::Polynomial);
+    if (block >= 32) {
+      methods.push_back(liere::cpu::TableMethod::SpectralSingle);
+      methods.push_back(liere::cpu::TableMethod::Polynomial);
+    }
     std::vector<liere::bench::Timing> tf(methods.size()), tfb(methods.size());
     std::vector<std::vector<double>> fwd_runs(methods.size()), fb_runs(methods.size());
     // Interleaved: one timing of each method per round, 3 rounds; reported: the round with the lowest median.
@@ -143,10 +148,12 @@ int main(int argc, char** argv) {
         const Eigen::MatrixXd r = table.matrix(t).cast<double>();
         orth = std::max(orth, (r.transpose() * r - Eigen::MatrixXd::Identity(head_dim, head_dim)).cwiseAbs().maxCoeff());
       }
-      const char* name = methods[m] == liere::cpu::TableMethod::Polynomial ? "polynomial"
-                         : block >= 32                                      ? "spectral"
-                                                                            : "default";
-      const double speedup = methods.size() > 1 && m == 0 ? tfb[1].median_ms / tfb[0].median_ms : 1.0;
+      const char* name = methods[m] == liere::cpu::TableMethod::Polynomial       ? "polynomial"
+                         : methods[m] == liere::cpu::TableMethod::SpectralSingle ? "spectral-single"
+                         : block >= 32                                            ? "spectral"
+                                                                                  : "default";
+      // against the polynomial path (the last method)
+      const double speedup = methods.size() > 1 ? tfb.back().median_ms / tfb[m].median_ms : 1.0;
       std::printf("%6d %11s %10.2f %12.2f %14.1f %12.1f %11.0f%% %14.2f\n", block, name, tf[m].median_ms,
                   tfb[m].median_ms, 1e3 * tfb[m].median_ms / tables, gflops, sgemm > 0 ? 100 * gflops / sgemm : 0.0,
                   speedup);

@@ -7,6 +7,7 @@
 #include <liere/lie/exp.hpp>
 #include <liere/lie/hat.hpp>
 #include <liere/lie/log.hpp>
+#include <liere/lie/skew_schur.hpp>
 #include <liere/attention.hpp>
 #include <liere/nn/engine.hpp>
 #include <liere/pe/blocks.hpp>

@@ -9,8 +9,8 @@
 // Both maps run liere's code (lie/exp.hpp): the exponential in double (closed forms for b = 2, 3, scaling and
 // squaring of the degree-18 Taylor polynomial otherwise, with the skew-symmetric scaling), and the backward as
 // the adjoint of the algorithm's own Fréchet derivative, L(Aᵀ, dR), in the precision of the input; for even
-// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, its Q and σ saved for a backward of
-// four products). Nothing of torch's matrix_exp is used.
+// b ≥ 32 the spectral path (lie/skew_schur.hpp: the real Schur form in double, kSchurLanes matrices decomposed at
+// once, its Q and σ saved for a backward of four products). Nothing of torch's matrix_exp is used.
 //
 // The functions are maps on so(n): an input is read through its skew-symmetric part skew(X) = (X − Xᵀ)/2 (after
 // a check that it is skew to a stated tolerance), so the gradient of a raw input is skew(L). For any input
@@ -122,33 +122,57 @@ std::int64_t grain_for(std::int64_t b) { return std::max<std::int64_t>(1, 32768 
 // LIERE_TABLE_METHOD=polynomial (liere::cpu::set_rotation_table_method) turns it off, for comparisons.
 bool spectral_size(std::int64_t b) {
   return b >= 32 && b % 2 == 0 && b <= liere::kSchurMaxN &&
-         liere::cpu::rotation_table_method() == liere::cpu::TableMethod::Auto;
+         liere::cpu::rotation_table_method() != liere::cpu::TableMethod::Polynomial;
 }
 
-// Per-thread buffers of one spectral exponential of size b (doubles).
+// Per-thread buffers of kSchurLanes spectral exponentials of size b (doubles): the generators, Q, σ, R.
 struct SpectralBuffers {
-  std::vector<double> q, r, work;
-  explicit SpectralBuffers(std::int64_t b)
-      : q(std::size_t(b * b)), r(std::size_t(b * b)), work(liere::skew_schur_work(int(b)) + std::size_t(b * b)) {}
+  static constexpr int L = liere::kSchurLanes;
+  std::int64_t b;
+  std::vector<double> a, q, sigma, r, work;
+  explicit SpectralBuffers(std::int64_t b_)
+      : b(b_), a(std::size_t(L * b * b)), q(std::size_t(L * b * b)), sigma(std::size_t(L * b)), r(std::size_t(b * b)),
+        work(std::max(liere::skew_schur_batch_work(int(b)), liere::skew_schur_work(int(b)) + std::size_t(b * b))) {}
+  double* generator(int j) { return a.data() + std::size_t(j) * std::size_t(b * b); }
 };
 
-// r = exp(a) (a: b×b row-major double, skew); q_out (b×b, T) and sigma_out (b/2) for the backward.
+// For j < count: r_j = exp(a_j) (buf.generator(j): b×b row-major double, skew), q_j (b×b, T) and sigma_j (b/2) for
+// the backward. The count ≤ kSchurLanes matrices are decomposed together (skew_schur_batch; one by one with
+// skew_schur under LIERE_TABLE_METHOD=spectral-single).
 template <class T>
-void spectral_exp(const double* a, std::int64_t b, T* r, T* q_out, double* sigma_out, SpectralBuffers& buf) {
-  const int n = int(b);
-  if (liere::skew_schur(a, n, buf.q.data(), sigma_out, buf.work.data())) {
-    liere::skew_schur_exp(buf.q.data(), sigma_out, n, buf.r.data(), buf.work.data());
-    for (std::int64_t e = 0; e < b * b; ++e) {
-      r[e] = T(buf.r[std::size_t(e)]);
-      q_out[e] = T(buf.q[std::size_t(e)]);
-    }
-    return;
+void spectral_exp_group(int count, SpectralBuffers& buf, T* const* r, T* const* q_out, double* const* sigma_out) {
+  constexpr int L = SpectralBuffers::L;
+  const int n = int(buf.b);
+  const std::int64_t bb = buf.b * buf.b;
+  const double* ap[L];
+  double *qp[L], *sp[L];
+  bool ok[L];
+  for (int j = 0; j < L; ++j) {
+    ap[j] = buf.generator(j);
+    qp[j] = buf.q.data() + std::size_t(j) * std::size_t(bb);
+    sp[j] = buf.sigma.data() + std::size_t(j) * std::size_t(n);
   }
-  using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const Dyn ad = Eigen::Map<const Dyn>(a, n, n);
-  const Dyn ex = liere::exp(Eigen::MatrixXd(ad));
-  for (std::int64_t e = 0; e < b * b; ++e) r[e] = T(ex.data()[e]);
-  sigma_out[0] = std::numeric_limits<double>::quiet_NaN();
+  if (liere::cpu::rotation_table_method() == liere::cpu::TableMethod::SpectralSingle) {
+    for (int j = 0; j < count; ++j) ok[j] = liere::skew_schur(ap[j], n, qp[j], sp[j], buf.work.data());
+  } else {
+    liere::skew_schur_batch(ap, count, n, qp, sp, ok, buf.work.data());
+  }
+  for (int j = 0; j < count; ++j) {
+    if (ok[j]) {
+      liere::skew_schur_exp(qp[j], sp[j], n, buf.r.data(), buf.work.data());
+      for (std::int64_t e = 0; e < bb; ++e) {
+        r[j][e] = T(buf.r[std::size_t(e)]);
+        q_out[j][e] = T(qp[j][e]);
+      }
+      for (int e = 0; e < n / 2; ++e) sigma_out[j][e] = sp[j][e];
+      continue;
+    }
+    using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const Dyn ad = Eigen::Map<const Dyn>(ap[j], n, n);
+    const Dyn ex = liere::exp(Eigen::MatrixXd(ad));
+    for (std::int64_t e = 0; e < bb; ++e) r[j][e] = T(ex.data()[e]);
+    sigma_out[j][0] = std::numeric_limits<double>::quiet_NaN();
+  }
 }
 
 // l = L(Aᵀ, g) from the saved Q and σ (σ[0] NaN: liere::exp_backward at a = A, given in T); all b×b row-major.
@@ -217,15 +241,25 @@ void check_skew(const at::Tensor& x, const char* op, const char* name) {
 template <class T>
 void so_exp_forward(const T* x, T* r, std::int64_t n, std::int64_t b, T* q = nullptr, double* sigma = nullptr) {
   if (q && spectral_size(b)) {
-    at::parallel_for(0, n, grain_for(b), [&](std::int64_t begin, std::int64_t end) {
+    constexpr std::int64_t L = liere::kSchurLanes;
+    at::parallel_for(0, (n + L - 1) / L, 1, [&](std::int64_t begin, std::int64_t end) {  // groups of L matrices
       SpectralBuffers buf(b);
-      std::vector<double> a(static_cast<std::size_t>(b * b));
-      for (std::int64_t i = begin; i < end; ++i) {
-        const T* xi = x + i * b * b;
-        for (std::int64_t u = 0; u < b; ++u)
-          for (std::int64_t v = 0; v < b; ++v)
-            a[std::size_t(u * b + v)] = 0.5 * (double(xi[u * b + v]) - double(xi[v * b + u]));
-        spectral_exp<T>(a.data(), b, r + i * b * b, q + i * b * b, sigma + i * (b / 2), buf);
+      T *rp[L], *qp[L];
+      double* sp[L];
+      for (std::int64_t gi = begin; gi < end; ++gi) {
+        const int count = int(std::min(L, n - gi * L));
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t i = gi * L + j;
+          const T* xi = x + i * b * b;
+          double* a = buf.generator(j);
+          for (std::int64_t u = 0; u < b; ++u)
+            for (std::int64_t v = 0; v < b; ++v)
+              a[std::size_t(u * b + v)] = 0.5 * (double(xi[u * b + v]) - double(xi[v * b + u]));
+          rp[j] = r + i * b * b;
+          qp[j] = q + i * b * b;
+          sp[j] = sigma + i * (b / 2);
+        }
+        spectral_exp_group<T>(count, buf, rp, qp, sp);
       }
     });
     return;
@@ -383,18 +417,28 @@ void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int
       for (std::int64_t v = 0; v < b; ++v)
         s[j * bb + u * b + v] = 0.5 * (double(bases[j * bb + u * b + v]) - double(bases[j * bb + v * b + u]));
   if (q && spectral_size(b)) {
-    at::parallel_for(0, np * ns, 1, [&](std::int64_t begin, std::int64_t end) {
+    constexpr std::int64_t L = liere::kSchurLanes;
+    const std::int64_t nm = np * ns;
+    at::parallel_for(0, (nm + L - 1) / L, 1, [&](std::int64_t begin, std::int64_t end) {  // groups of L tables
       SpectralBuffers buf(b);
-      std::vector<double> ad(static_cast<std::size_t>(bb));
-      for (std::int64_t w = begin; w < end; ++w) {
-        const std::int64_t t = w / ns, k = w % ns;
-        std::fill(ad.begin(), ad.end(), 0.0);
-        for (std::int64_t i = 0; i < d; ++i) {
-          const double p = double(pos[t * d + i]);
-          const double* si = s.data() + (i * ns + k) * bb;
-          for (std::int64_t e = 0; e < bb; ++e) ad[std::size_t(e)] += p * si[e];
+      T *rp[L], *qp[L];
+      double* sp[L];
+      for (std::int64_t gi = begin; gi < end; ++gi) {
+        const int count = int(std::min(L, nm - gi * L));
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t w = gi * L + j, t = w / ns, k = w % ns;
+          double* ad = buf.generator(j);
+          std::fill(ad, ad + bb, 0.0);
+          for (std::int64_t i = 0; i < d; ++i) {
+            const double p = double(pos[t * d + i]);
+            const double* si = s.data() + (i * ns + k) * bb;
+            for (std::int64_t e = 0; e < bb; ++e) ad[e] += p * si[e];
+          }
+          rp[j] = r + w * bb;
+          qp[j] = q + w * bb;
+          sp[j] = sigma + w * (b / 2);
         }
-        spectral_exp<T>(ad.data(), b, r + w * bb, q + w * bb, sigma + w * (b / 2), buf);
+        spectral_exp_group<T>(count, buf, rp, qp, sp);
       }
     });
     return;

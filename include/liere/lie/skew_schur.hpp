@@ -29,12 +29,15 @@
 //
 // Cost for n = 64: the reduction and H are ≈ 2n³ flops of level-2 work, the bidiagonal QR about 1e6 flops of
 // rotations on 32-long columns, then two 64×32×32 products; exp then costs one product, the adjoint four.
+// skew_schur_batch (below) decomposes kSchurLanes matrices at once, one per vector lane: what the rotation tables
+// use; skew_schur is the one-matrix form (and the reference the batch is tested against).
 // Storage: column-major inside, row-major at the interface (as the tables).
 #pragma once
 
 #include <liere/core/eigen.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <liere/core/config.hpp>
 #include <vector>
@@ -273,6 +276,463 @@ inline bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, 
   q.leftCols(m).noalias() = h_even * Eigen::Map<const ColMat>(vt, m, m);
   q.rightCols(m).noalias() = h_odd * Eigen::Map<const ColMat>(ut, m, m);
   return true;
+}
+
+// ---- Several matrices at once ---------------------------------------------------------------------------------
+// skew_schur_batch decomposes up to kSchurLanes matrices of one size together, the same steps as skew_schur with the
+// matrices side by side in the lanes of every vector operation: element (r, c) of lane l at ((r + c·n)·P + l). The
+// reduction and the accumulation of Q are level-2 loops whose innermost dimension is the P lanes (full-width,
+// aligned, no horizontal sums); one matrix at a time they run on short, shrinking columns. Each lane gives the
+// numbers skew_schur gives up to rounding (the same reflectors and rotations; sums taken in another order).
+// Q is not formed from H: the reflectors are applied, last first, to the n×n matrix that holds V' in the even rows
+// of its left half and U' in the odd rows of its right half (2n³ flops against 4/3 n³ for H and n³ for the two
+// products).
+inline constexpr int kSchurLanes = 8;
+
+// Working memory of skew_schur_batch for size n, in doubles.
+inline constexpr std::size_t skew_schur_batch_work(int n) {
+  return std::size_t(kSchurLanes) * (std::size_t(n) * n * 2 + std::size_t(n) * n / 2 + std::size_t(n) * 4) + 8;
+}
+
+namespace detail {
+
+// The lanes' Householder reduction to skew tridiagonal form (skew_schur's, lane by lane): a (n×n×P, lane layout,
+// strict lower triangle) → the reflectors below the subdiagonal (v_k(0) = 1 stored), tau (n×P), e (n×P):
+// T(k, k+1) = e_k.
+template <int P>
+void skew_reduce_lanes(double* a, int n, double* tau, double* e, double* w) {
+  using std::sqrt;
+  using Lanes = Eigen::Array<double, P, 1>;
+  using CMap = Eigen::Map<const Lanes, Eigen::Aligned64>;
+  using Map = Eigen::Map<Lanes, Eigen::Aligned64>;
+  const std::ptrdiff_t cs = std::ptrdiff_t(n) * P;  // column stride
+  for (int k = 0; k + 2 < n; ++k) {
+    double* x = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;  // rows k+1.., column k
+    const int len = n - k - 1;
+    alignas(64) double s2[P] = {}, inv[P];
+    for (int i = 1; i < len; ++i) {
+      const double* xi = x + std::ptrdiff_t(i) * P;
+#pragma omp simd
+      for (int l = 0; l < P; ++l) s2[l] += xi[l] * xi[l];
+    }
+    double* tk = tau + std::ptrdiff_t(k) * P;
+    double* ek = e + std::ptrdiff_t(k) * P;
+    for (int l = 0; l < P; ++l) {
+      const double alpha = x[l];
+      if (s2[l] == 0.0) {
+        tk[l] = 0.0;
+        ek[l] = -alpha;
+        inv[l] = 0.0;
+      } else {
+        const double beta = -std::copysign(sqrt(alpha * alpha + s2[l]), alpha);
+        tk[l] = (beta - alpha) / beta;
+        inv[l] = 1.0 / (alpha - beta);
+        ek[l] = -beta;
+      }
+      x[l] = 1.0;
+    }
+    for (int i = 1; i < len; ++i) {
+      double* xi = x + std::ptrdiff_t(i) * P;
+#pragma omp simd
+      for (int l = 0; l < P; ++l) xi[l] *= inv[l];
+    }
+    // w = τ A22 v from the strict lower triangle of A22 (A22(j, i) = −A22(i, j)), then A22 += v wᵀ − w vᵀ; two
+    // columns at a time (the loops are bound by loads: v_i and w_i are loaded once for both).
+    double* a22 = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k + 1) * n) * P;
+    const auto V = [&](int i) { return CMap(x + std::ptrdiff_t(i) * P); };
+    const auto W = [&](int i) { return Map(w + std::ptrdiff_t(i) * P); };
+    const auto C = [&](int i, int j) { return Map(a22 + std::ptrdiff_t(j) * cs + std::ptrdiff_t(i) * P); };
+    for (int i = 0; i < len; ++i) W(i).setZero();
+    int j = 0;
+    for (; j + 2 < len; j += 2) {  // columns j, j+1 (rows below j+1 exist)
+      const Lanes vj = V(j), vj1 = V(j + 1);
+      Lanes acc0 = C(j + 1, j) * V(j + 1), acc1 = Lanes::Zero();
+      W(j + 1) += C(j + 1, j) * vj;
+      for (int i = j + 2; i < len; ++i) {
+        const Lanes c0 = C(i, j), c1 = C(i, j + 1), vi = V(i);
+        W(i) += c0 * vj + c1 * vj1;
+        acc0 += c0 * vi;
+        acc1 += c1 * vi;
+      }
+      W(j) -= acc0;
+      W(j + 1) -= acc1;
+    }
+    for (; j + 1 < len; ++j) {
+      const Lanes vj = V(j);
+      Lanes acc = Lanes::Zero();
+      for (int i = j + 1; i < len; ++i) {
+        const Lanes c0 = C(i, j);
+        W(i) += c0 * vj;
+        acc += c0 * V(i);
+      }
+      W(j) -= acc;
+    }
+    const Lanes tl = CMap(tk);
+    for (int i = 0; i < len; ++i) W(i) *= tl;
+    j = 0;
+    for (; j + 2 < len; j += 2) {
+      const Lanes vj = V(j), vj1 = V(j + 1), wj = W(j), wj1 = W(j + 1);
+      C(j + 1, j) += V(j + 1) * wj - W(j + 1) * vj;
+      for (int i = j + 2; i < len; ++i) {
+        const Lanes vi = V(i), wi = W(i);
+        C(i, j) += vi * wj - wi * vj;
+        C(i, j + 1) += vi * wj1 - wi * vj1;
+      }
+    }
+    for (; j + 1 < len; ++j) {
+      const Lanes vj = V(j), wj = W(j);
+      for (int i = j + 1; i < len; ++i) C(i, j) += V(i) * wj - W(i) * vj;
+    }
+  }
+  const double* last = a + (std::ptrdiff_t(n - 1) + std::ptrdiff_t(n - 2) * n) * P;
+  for (int l = 0; l < P; ++l) e[std::ptrdiff_t(n - 2) * P + l] = -last[l];
+}
+
+// q (n×n×P, lane layout, column-major) ← P_0 P_1 ⋯ P_{n−3} q: the reflectors of skew_reduce_lanes, last first.
+// Four columns of q at a time (each load of v serves four dot products and four updates; the loop is bound by
+// loads), the lanes as Eigen fixed-size arrays (one vector register each with AVX-512, two with AVX2).
+template <int P>
+void apply_reflectors_lanes(const double* a, const double* tau, int n, double* q) {
+  using Lanes = Eigen::Array<double, P, 1>;
+  using CMap = Eigen::Map<const Lanes, Eigen::Aligned64>;
+  using Map = Eigen::Map<Lanes, Eigen::Aligned64>;
+  const std::ptrdiff_t cs = std::ptrdiff_t(n) * P;
+  for (int k = n - 3; k >= 0; --k) {
+    const double* v = a + (std::ptrdiff_t(k + 1) + std::ptrdiff_t(k) * n) * P;
+    const Lanes tk = CMap(tau + std::ptrdiff_t(k) * P);
+    const int len = n - k - 1;
+    int c = 0;
+    for (; c + 4 <= n; c += 4) {
+      double* q0 = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
+      Lanes t0 = Lanes::Zero(), t1 = Lanes::Zero(), t2 = Lanes::Zero(), t3 = Lanes::Zero();
+      for (int i = 0; i < len; ++i) {
+        const Lanes vi = CMap(v + std::ptrdiff_t(i) * P);
+        const double* qi = q0 + std::ptrdiff_t(i) * P;
+        t0 += vi * CMap(qi);
+        t1 += vi * CMap(qi + cs);
+        t2 += vi * CMap(qi + 2 * cs);
+        t3 += vi * CMap(qi + 3 * cs);
+      }
+      t0 *= tk;
+      t1 *= tk;
+      t2 *= tk;
+      t3 *= tk;
+      for (int i = 0; i < len; ++i) {
+        const Lanes vi = CMap(v + std::ptrdiff_t(i) * P);
+        double* qi = q0 + std::ptrdiff_t(i) * P;
+        Map(qi) -= vi * t0;
+        Map(qi + cs) -= vi * t1;
+        Map(qi + 2 * cs) -= vi * t2;
+        Map(qi + 3 * cs) -= vi * t3;
+      }
+    }
+    for (; c < n; ++c) {
+      double* qc = q + std::ptrdiff_t(c) * cs + std::ptrdiff_t(k + 1) * P;
+      Lanes t = Lanes::Zero();
+      for (int i = 0; i < len; ++i) t += CMap(v + std::ptrdiff_t(i) * P) * CMap(qc + std::ptrdiff_t(i) * P);
+      t *= tk;
+      for (int i = 0; i < len; ++i) Map(qc + std::ptrdiff_t(i) * P) -= CMap(v + std::ptrdiff_t(i) * P) * t;
+    }
+  }
+}
+
+// Columns p, q of lane l of the m×m×P lane-layout u: (u_p, u_q) ← (c u_p + s u_q, −s u_p + c u_q).
+template <int P>
+void rotate_columns_lane(double* u, int m, int l, int p, int q, double c, double s) {
+  double* up = u + std::ptrdiff_t(p) * m * P + l;
+  double* uq = u + std::ptrdiff_t(q) * m * P + l;
+  for (int i = 0; i < m; ++i) {
+    const double a = up[i * P], b = uq[i * P];
+    up[i * P] = c * a + s * b;
+    uq[i * P] = -s * a + c * b;
+  }
+}
+
+// Columns 0 and 1 of the lane-layout p (m rows, column-major), lane-wise rotations c, s:
+// (x, y) ← (c x + s y, −s x + c y). (Applied step by step: a sweep's rotations applied afterwards row by row, as
+// LAPACK's dlasr does, measured 1.6× slower here: the lanes' U and V, 2·m²·P doubles, live in L2.)
+template <int P>
+void rotate_lane_columns(double* p, int m, const double* c, const double* s) {
+  double* __restrict__ x = p;
+  double* __restrict__ y = p + std::ptrdiff_t(m) * P;
+  for (int i = 0; i < m * P; i += P) {
+#pragma omp simd
+    for (int l = 0; l < P; ++l) {
+      const double a = x[i + l], b = y[i + l];
+      x[i + l] = c[l] * a + s[l] * b;
+      y[i + l] = -s[l] * a + c[l] * b;
+    }
+  }
+}
+
+// bidiagonal_svd for P bidiagonals side by side (d, f: m×P, lane layout; u, v: m×m×P, column-major lane layout,
+// set to I here), the Golub–Kahan sweeps of all lanes run in lockstep: step k of every lane whose unreduced block
+// covers k is one vector operation (lanes outside their block take the identity rotation and keep their entries),
+// so the chain of dependent square roots and divisions is paid once for P matrices. Deflation, the shift and the
+// chase of a zero diagonal entry are per lane, as in bidiagonal_svd. ok[l]: in, the lane is to be decomposed;
+// out, it converged (false for non-finite or overflowing input, or no convergence in 30·m of its sweeps).
+template <int P>
+void bidiagonal_svd_lanes(double* d, double* f, int m, double* u, double* v, bool* ok) {
+  using std::abs;
+  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(m) * m * P; ++i) u[i] = v[i] = 0.0;
+  for (int i = 0; i < m; ++i)
+    for (int l = 0; l < P; ++l) u[(std::ptrdiff_t(i) * m + i) * P + l] = v[(std::ptrdiff_t(i) * m + i) * P + l] = 1.0;
+  const double tol = std::numeric_limits<double>::epsilon();
+  const int max_sweeps = 30 * m;
+  double bnorm[P];
+  int hi[P], sweeps[P];
+  for (int l = 0; l < P; ++l) {
+    hi[l] = 0;
+    sweeps[l] = 0;
+    bnorm[l] = 0.0;
+    if (!ok[l]) continue;
+    for (int i = 0; i < m; ++i)
+      bnorm[l] = std::max(bnorm[l], abs(d[i * P + l]) + (i + 1 < m ? abs(f[i * P + l]) : 0.0));
+    if (!(bnorm[l] <= 1e300)) {
+      ok[l] = false;
+      continue;
+    }
+    if (bnorm[l] == 0.0) continue;
+    const double scale = 1.0 / bnorm[l];
+    for (int i = 0; i < m; ++i) d[i * P + l] *= scale;
+    for (int i = 0; i + 1 < m; ++i) f[i * P + l] *= scale;
+    hi[l] = m - 1;
+  }
+  for (;;) {
+    alignas(64) double y[P], z[P], y0[P], z0[P];
+    int lo_s[P], hi_s[P];
+    int LO = m, HI = -1;
+    bool pending = false;
+    for (int l = 0; l < P; ++l) {
+      lo_s[l] = m;
+      hi_s[l] = -1;
+      y0[l] = z0[l] = 0.0;
+      if (hi[l] == 0) continue;
+      if (sweeps[l]++ > max_sweeps) {
+        ok[l] = false;
+        hi[l] = 0;
+        continue;
+      }
+      for (int i = 0; i < hi[l]; ++i)
+        if (abs(f[i * P + l]) <= tol) f[i * P + l] = 0.0;
+      while (hi[l] > 0 && f[(hi[l] - 1) * P + l] == 0.0) --hi[l];
+      const int h = hi[l];
+      if (h == 0) continue;
+      pending = true;
+      int lo = h - 1;
+      while (lo > 0 && f[(lo - 1) * P + l] != 0.0) --lo;
+      bool chased = false;
+      for (int i = lo; i <= h; ++i) {  // a negligible diagonal entry: chase its row's superdiagonal out
+        if (abs(d[i * P + l]) > tol) continue;
+        d[i * P + l] = 0.0;
+        chased = true;
+        if (i < h) {
+          double x = f[i * P + l];
+          f[i * P + l] = 0.0;
+          for (int j = i + 1; j <= h && x != 0.0; ++j) {
+            double c, s, r;
+            givens(d[j * P + l], x, c, s, r);
+            d[j * P + l] = r;
+            if (j < h) {
+              x = -s * f[j * P + l];
+              f[j * P + l] = c * f[j * P + l];
+            }
+            rotate_columns_lane<P>(u, m, l, j, i, c, s);
+          }
+        } else {
+          double x = f[(h - 1) * P + l];
+          f[(h - 1) * P + l] = 0.0;
+          for (int j = h - 1; j >= lo && x != 0.0; --j) {
+            double c, s, r;
+            givens(d[j * P + l], x, c, s, r);
+            d[j * P + l] = r;
+            if (j > lo) {
+              x = -s * f[(j - 1) * P + l];
+              f[(j - 1) * P + l] = c * f[(j - 1) * P + l];
+            }
+            rotate_columns_lane<P>(v, m, l, j, h, c, s);
+          }
+        }
+        break;
+      }
+      if (chased) continue;
+      const double dm = d[(h - 1) * P + l], dn = d[h * P + l], fm = f[(h - 1) * P + l],
+                   fp = h - 1 > lo ? f[(h - 2) * P + l] : 0.0;
+      const double t11 = dm * dm + fp * fp, t12 = dm * fm, t22 = dn * dn + fm * fm;
+      const double delta = (t11 - t22) / 2;
+      const double mu =
+          t22 - t12 * t12 / (delta + std::copysign(std::sqrt(delta * delta + t12 * t12), delta == 0 ? 1.0 : delta));
+      y0[l] = d[lo * P + l] * d[lo * P + l] - mu;
+      z0[l] = d[lo * P + l] * f[lo * P + l];
+      lo_s[l] = lo;
+      hi_s[l] = h;
+      LO = std::min(LO, lo);
+      HI = std::max(HI, h);
+    }
+    if (!pending) break;
+    for (int l = 0; l < P; ++l) y[l] = z[l] = 0.0;
+    // One step of every lane: givens(y, z) on columns k, k+1, then givens on rows k, k+1 (bidiagonal_svd's loop
+    // body). The square roots go through Eigen's packet sqrt (std::sqrt may set errno, which keeps the compiler
+    // from vectorising a loop that calls it); a lane whose y² + z² underflows (never for ‖B‖ = 1 short of a
+    // zero pair) is redone with the branching givens.
+    using Lanes = Eigen::Array<double, P, 1>;
+    alignas(64) double q1[P], r1[P], q2[P], r2[P], c1[P], s1[P], c2[P], s2[P], y2[P], z2[P];
+    Eigen::Map<Lanes, Eigen::Aligned64> q1m(q1), r1m(r1), q2m(q2), r2m(r2);
+    for (int k = LO; k < HI; ++k) {
+      double* __restrict__ dk = d + std::ptrdiff_t(k) * P;
+      double* __restrict__ fk = f + std::ptrdiff_t(k) * P;
+      double* __restrict__ dk1 = dk + P;
+      double* __restrict__ fk1 = fk + P;
+      double* __restrict__ fkm = fk - P;
+#pragma omp simd
+      for (int l = 0; l < P; ++l) {
+        const bool start = k == lo_s[l];
+        const double yy = start ? y0[l] : y[l], zz = start ? z0[l] : z[l];
+        y[l] = yy;
+        z[l] = zz;
+        q1[l] = yy * yy + zz * zz;
+      }
+      r1m = q1m.sqrt();
+      bool tiny = false;
+#pragma omp simd reduction(|| : tiny)
+      for (int l = 0; l < P; ++l) {
+        const bool act = k >= lo_s[l] && k < hi_s[l];
+        tiny = tiny || (act && !(q1[l] > 1e-300));
+        const double inv = r1[l] / q1[l];
+        c1[l] = act ? y[l] * inv : 1.0;
+        s1[l] = act ? z[l] * inv : 0.0;
+        fkm[l] = act && k > lo_s[l] ? r1[l] : fkm[l];  // (blends, not masked stores: the next loads forward)
+      }
+      if (tiny)
+        for (int l = 0; l < P; ++l) {
+          if (!(k >= lo_s[l] && k < hi_s[l]) || q1[l] > 1e-300) continue;
+          double r;
+          givens(y[l], z[l], c1[l], s1[l], r);
+          if (k > lo_s[l]) fkm[l] = r;
+        }
+#pragma omp simd
+      for (int l = 0; l < P; ++l) {
+        const bool act = k >= lo_s[l] && k < hi_s[l];
+        const double c = c1[l], s = s1[l];
+        const double yy = c * dk[l] + s * fk[l];
+        const double zz = s * dk1[l];
+        const double fkn = -s * dk[l] + c * fk[l], dk1n = c * dk1[l];
+        fk[l] = act ? fkn : fk[l];
+        dk1[l] = act ? dk1n : dk1[l];
+        y2[l] = yy;
+        z2[l] = zz;
+        q2[l] = yy * yy + zz * zz;
+      }
+      r2m = q2m.sqrt();
+      tiny = false;
+#pragma omp simd reduction(|| : tiny)
+      for (int l = 0; l < P; ++l) {
+        const bool act = k >= lo_s[l] && k < hi_s[l];
+        tiny = tiny || (act && !(q2[l] > 1e-300));
+        const double inv = r2[l] / q2[l];
+        c2[l] = act ? y2[l] * inv : 1.0;
+        s2[l] = act ? z2[l] * inv : 0.0;
+        dk[l] = act ? r2[l] : dk[l];
+      }
+      if (tiny)
+        for (int l = 0; l < P; ++l) {
+          if (!(k >= lo_s[l] && k < hi_s[l]) || q2[l] > 1e-300) continue;
+          double r;
+          givens(y2[l], z2[l], c2[l], s2[l], r);
+          dk[l] = r;
+        }
+#pragma omp simd
+      for (int l = 0; l < P; ++l) {
+        const bool act = k >= lo_s[l] && k < hi_s[l], inner = k + 1 < hi_s[l];
+        const double c = c2[l], s = s2[l];
+        const double yy = c * fk[l] + s * dk1[l];
+        const double dk1n = -s * fk[l] + c * dk1[l];
+        const double zz = s * fk1[l];
+        dk1[l] = act ? dk1n : dk1[l];
+        fk1[l] = act && inner ? c * fk1[l] : fk1[l];
+        fk[l] = act && !inner ? yy : fk[l];  // the lane's last step: f[hi − 1] = y
+        y[l] = yy;
+        z[l] = zz;
+      }
+      rotate_lane_columns<P>(v + std::ptrdiff_t(k) * m * P, m, c1, s1);
+      rotate_lane_columns<P>(u + std::ptrdiff_t(k) * m * P, m, c2, s2);
+    }
+  }
+  for (int l = 0; l < P; ++l)
+    if (bnorm[l] > 0.0)
+      for (int i = 0; i < m; ++i) d[i * P + l] *= bnorm[l];
+}
+
+}  // namespace detail
+
+// skew_schur for `count` (1 ≤ count ≤ kSchurLanes) matrices of size n at once: a[l] (n×n row-major, skew; only
+// the strict upper triangle is read) = Q_l Θ_l Q_lᵀ into q[l] (n×n row-major) and sigma[l] (n/2); ok[l] false where
+// skew_schur would return false (non-finite input, no convergence): then q[l], sigma[l] are unspecified.
+// work: skew_schur_batch_work(n) doubles, 64-byte aligned not required.
+inline void skew_schur_batch(const double* const* a_in, int count, int n, double* const* q_out,
+                             double* const* sigma, bool* ok, double* work) {
+  constexpr int P = kSchurLanes;
+  const int m = n / 2;
+  const std::size_t nn = std::size_t(n) * n;
+  // Align the lane arrays to 64 bytes.
+  double* base = work + ((64 - (reinterpret_cast<std::uintptr_t>(work) % 64)) % 64) / sizeof(double);
+  double* a = base;            // n×n×P
+  double* q = a + nn * P;      // n×n×P
+  double* tau = q + nn * P;    // n×P
+  double* e = tau + n * P;     // n×P
+  double* w = e + n * P;       // n×P
+  double* dd = w + n * P;      // d, f (m×P each), then U', V' (m×m×P each)
+  bool finite[P];
+  bool lane_ok[P];
+  for (int l = 0; l < P; ++l) finite[l] = l < count;
+  for (int c = 0; c < n; ++c)
+    for (int r = c + 1; r < n; ++r) {
+      double* dst = a + (std::ptrdiff_t(r) + std::ptrdiff_t(c) * n) * P;
+      for (int l = 0; l < P; ++l) {
+        const double x = l < count ? -a_in[l][c * n + r] : 0.0;
+        if (!(x - x == 0.0)) finite[l] = false;
+        dst[l] = x;
+      }
+    }
+  for (int l = 0; l < count; ++l)  // a non-finite lane is decomposed as a zero matrix (and reported)
+    if (!finite[l])
+      for (int c = 0; c < n; ++c)
+        for (int r = c + 1; r < n; ++r) a[(std::ptrdiff_t(r) + std::ptrdiff_t(c) * n) * P + l] = 0.0;
+  detail::skew_reduce_lanes<P>(a, n, tau, e, w);
+  // Bᵀ = U' Σ V'ᵀ for all lanes together (skew_schur), then P·(V' ⊕ U') into q.
+  double* d = dd;
+  double* f = d + std::ptrdiff_t(m) * P;
+  double* ut = f + std::ptrdiff_t(m) * P;
+  double* vt = ut + std::ptrdiff_t(m) * m * P;
+  for (int i = 0; i < m; ++i)
+    for (int l = 0; l < P; ++l) {
+      d[i * P + l] = e[std::ptrdiff_t(2 * i) * P + l];
+      f[i * P + l] = i + 1 < m ? -e[std::ptrdiff_t(2 * i + 1) * P + l] : 0.0;
+    }
+  for (int l = 0; l < P; ++l) lane_ok[l] = finite[l];
+  detail::bidiagonal_svd_lanes<P>(d, f, m, ut, vt, lane_ok);
+  for (int l = 0; l < count; ++l) ok[l] = lane_ok[l];
+  for (int l = 0; l < count; ++l)
+    for (int j = 0; j < m; ++j) sigma[l][j] = d[j * P + l];
+  for (std::size_t i = 0; i < nn * P; ++i) q[i] = 0.0;
+  for (int j = 0; j < m; ++j)
+    for (int i = 0; i < m; ++i) {
+      double* qe = q + (std::ptrdiff_t(2 * i) + std::ptrdiff_t(j) * n) * P;
+      double* qo = q + (std::ptrdiff_t(2 * i + 1) + std::ptrdiff_t(m + j) * n) * P;
+      const double* ve = vt + (std::ptrdiff_t(i) + std::ptrdiff_t(j) * m) * P;
+      const double* uo = ut + (std::ptrdiff_t(i) + std::ptrdiff_t(j) * m) * P;
+      for (int l = 0; l < P; ++l) {
+        qe[l] = ve[l];
+        qo[l] = uo[l];
+      }
+    }
+  detail::apply_reflectors_lanes<P>(a, tau, n, q);
+  for (int l = 0; l < count; ++l) {
+    if (!ok[l]) continue;
+    double* ql = q_out[l];
+    for (int c = 0; c < n; ++c)
+      for (int r = 0; r < n; ++r) ql[r * n + c] = q[(std::ptrdiff_t(r) + std::ptrdiff_t(c) * n) * P + l];
+  }
 }
 
 // The half-angle sines and cosines of σ (m of each), for skew_schur_divided.

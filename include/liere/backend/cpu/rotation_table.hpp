@@ -10,8 +10,8 @@
 // The per-block maths is backend/kernels/matrix_exp.hpp, the body the CUDA kernels run too.
 //
 // Blocks of 32 and 64 take the spectral path (below, and docs/math.md "The spectral path"): the real Schur form of
-// each generator in double, exp through it, and a backward of four products with the forward's Q and σ, which the
-// forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
+// each generator in double (kSchurLanes generators at once, skew_schur_batch), exp through it, and a backward of
+// four products with the forward's Q and σ, which the forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
 // "Rotation tables: spectral against polynomial"). The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
@@ -22,7 +22,8 @@
 // kernels run. The backward runs in the precision of S and sums the positions'
 // contributions in double. Blocks of 32 and 64 multiply through the GEMM library (cpu/gemm.hpp), smaller ones
 // with fixed-size loops.
-// Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|); the backward keeps
+// Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|; the spectral path hands out
+// groups of kSchurLanes consecutive blocks); the backward keeps
 // per-thread sums in double, reduced in thread order: deterministic for a fixed thread count.
 // Non-finite generators or positions give NaN tables and NaN gradients (never a hang); rotation_table_nonfinite
 // finds the first non-finite generator coordinate, for the caller's error message.
@@ -49,20 +50,24 @@
 namespace liere::cpu {
 
 // How the op computes blocks of 32 and 64 (smaller blocks always take the closed forms or the polynomial):
-//   Auto        the spectral path (the default)
-//   Polynomial  scaling and squaring and its Fréchet derivative, as the CUDA kernels (for comparisons and benches)
-// set_rotation_table_method, or the environment variable LIERE_TABLE_METHOD=spectral|polynomial (read once, at the
-// first use; another value stops with an error that names the two).
-enum class TableMethod { Auto, Polynomial };
+//   Auto            the spectral path (the default), kSchurLanes matrices decomposed at once (skew_schur_batch)
+//   SpectralSingle  the spectral path with one matrix at a time (skew_schur; the same results to rounding: for
+//                   comparisons and benches)
+//   Polynomial      scaling and squaring and its Fréchet derivative, as the CUDA kernels (for comparisons and benches)
+// set_rotation_table_method, or the environment variable LIERE_TABLE_METHOD=spectral|spectral-single|polynomial
+// (read once, at the first use; another value stops with an error that names the three).
+enum class TableMethod { Auto, Polynomial, SpectralSingle };
 namespace detail {
 inline std::atomic<TableMethod>& table_method_ref() {
   static std::atomic<TableMethod> m{[] {
     const char* env = std::getenv("LIERE_TABLE_METHOD");
     if (!env || !*env) return TableMethod::Auto;
     const std::string v(env);
-    LIERE_ENSURE(v == "spectral" || v == "polynomial",
-                 "LIERE_TABLE_METHOD is '" << v << "'; expected 'spectral' (the default) or 'polynomial'");
-    return v == "polynomial" ? TableMethod::Polynomial : TableMethod::Auto;
+    LIERE_ENSURE(v == "spectral" || v == "spectral-single" || v == "polynomial",
+                 "LIERE_TABLE_METHOD is '" << v
+                                           << "'; expected 'spectral' (the default), 'spectral-single' or 'polynomial'");
+    return v == "polynomial" ? TableMethod::Polynomial
+                             : v == "spectral-single" ? TableMethod::SpectralSingle : TableMethod::Auto;
   }()};
   return m;
 }
@@ -154,17 +159,26 @@ SchurCache<S>& schur_cache() {
   return cache;
 }
 
-// One block's Schur form in double (false: take the polynomial path); a: N×N double, the generator.
+// The Schur forms of `count` (≤ kSchurLanes) blocks in double: skew_schur_batch, or skew_schur one by one under
+// TableMethod::SpectralSingle; ok[j] false: block j takes the polynomial path. a[j], q[j]: N×N, sigma[j]: N/2.
 template <int N>
-bool block_schur(const double* a, double* q, double* sigma, double* work) {
-  return skew_schur(a, N, q, sigma, work);
+void group_schur(const double* const* a, int count, double* const* q, double* const* sigma, bool* ok,
+                 std::vector<double>& work) {
+  if (rotation_table_method() == TableMethod::SpectralSingle) {
+    work.resize(skew_schur_work(N));
+    for (int j = 0; j < count; ++j) ok[j] = skew_schur(a[j], N, q[j], sigma[j], work.data());
+    return;
+  }
+  work.resize(skew_schur_batch_work(N));
+  skew_schur_batch(a, count, N, q, sigma, ok, work.data());
 }
+inline bool spectral_method(TableMethod m) { return m == TableMethod::Auto || m == TableMethod::SpectralSingle; }
 
 template <int N, class S>
 void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
-  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2, L = kSchurLanes;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
-  const std::int64_t work = sh.num_matrices();
+  const std::int64_t work = sh.num_matrices(), groups = (work + L - 1) / L;
   const long axis_stride = long(nb) * ppb;
   SchurCache<S>& cache = schur_cache<S>();
   std::lock_guard<std::mutex> lock(cache.mu);
@@ -178,31 +192,50 @@ void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTa
     cache.sigma.resize(std::size_t(work) * (N / 2));
     cache.spectral.assign(std::size_t(work), 0);
   }
-#pragma omp parallel if (work > 1)
+  // Groups of kSchurLanes consecutive blocks, decomposed together, round-robin over the threads.
+#pragma omp parallel if (groups > 1)
   {
-    std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 4) + skew_schur_work(N) + N);
-    double *a = buf.data(), *q = a + NN, *r = q + NN, *scratch = r + NN, *sig = scratch + NN * kernels::kExpWork,
-           *sw = sig + N;
+    std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 1 + 2 * L) + std::size_t(N) * L);
+    double *r = buf.data(), *scratch = r + NN, *as = scratch + NN * kernels::kExpWork, *qs = as + NN * L,
+           *sigs = qs + NN * L;
+    std::vector<double> schur_work;
+    const double* ap[L];
+    double *qp[L], *sp[L];
+    bool ok[L];
+    for (int j = 0; j < L; ++j) {
+      ap[j] = as + std::ptrdiff_t(j) * NN;
+      qp[j] = qs + std::ptrdiff_t(j) * NN;
+      sp[j] = sigs + std::ptrdiff_t(j) * N;
+    }
 #pragma omp for schedule(static, 1)
-    for (std::int64_t i = 0; i < work; ++i) {
-      const int k = int(i % nb);
-      const std::int64_t row = i / nb;
-      const int set = int(row / rows), t = int(row % rows);
-      const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
-      kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, a);
-      S* out = table + i * NN;
-      if (block_schur<N>(a, q, sig, sw)) {
-        skew_schur_exp(q, sig, N, r, scratch);
-        if (keep) {
-          S* qc = cache.q.data() + i * NN;
-          for (int e = 0; e < NN; ++e) qc[e] = S(q[e]);
-          for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = sig[e];
-          cache.spectral[std::size_t(i)] = 1;
-        }
-      } else {
-        kernels::expm_skew<N, double, TableMul<N>>(a, r, scratch, 0);
+    for (std::int64_t gi = 0; gi < groups; ++gi) {
+      const std::int64_t i0 = gi * L;
+      const int count = int(std::min<std::int64_t>(L, work - i0));
+      for (int j = 0; j < count; ++j) {
+        const std::int64_t i = i0 + j;
+        const int k = int(i % nb);
+        const std::int64_t row = i / nb;
+        const int set = int(row / rows), t = int(row % rows);
+        const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
+        kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, as + std::ptrdiff_t(j) * NN);
       }
-      for (int e = 0; e < NN; ++e) out[e] = S(r[e]);
+      group_schur<N>(ap, count, qp, sp, ok, schur_work);
+      for (int j = 0; j < count; ++j) {
+        const std::int64_t i = i0 + j;
+        S* out = table + i * NN;
+        if (ok[j]) {
+          skew_schur_exp(qp[j], sp[j], N, r, scratch);
+          if (keep) {
+            S* qc = cache.q.data() + i * NN;
+            for (int e = 0; e < NN; ++e) qc[e] = S(qp[j][e]);
+            for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = sp[j][e];
+            cache.spectral[std::size_t(i)] = 1;
+          }
+        } else {
+          kernels::expm_skew<N, double, TableMul<N>>(as + std::ptrdiff_t(j) * NN, r, scratch, 0);
+        }
+        for (int e = 0; e < NN; ++e) out[e] = S(r[e]);
+      }
     }
   }
   cache.valid = keep;
@@ -225,52 +258,80 @@ template <int N, class S>
 void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
-  const std::int64_t work = sh.num_matrices(), ng = sh.num_generators();
+  constexpr int L = kSchurLanes;
+  const std::int64_t work = sh.num_matrices(), ng = sh.num_generators(), groups = (work + L - 1) / L;
   const long axis_stride = long(nb) * ppb;
   SchurCache<S>& cache = schur_cache<S>();
   std::lock_guard<std::mutex> lock(cache.mu);
   const bool hit = cache.matches(w, pos, sh);
   const std::size_t threads = std::size_t(max_threads());
   std::vector<std::vector<double>> partial(threads);
-#pragma omp parallel if (work > 1)
+#pragma omp parallel if (groups > 1)
   {
     std::vector<double>& acc = partial[std::size_t(thread_id())];
     acc.assign(std::size_t(ng), 0.0);
-    std::vector<double> dbuf(std::size_t(NN) * 2 + skew_schur_work(N) + 2 * N);
-    double *ad = dbuf.data(), *qd = ad + NN, *sig = qd + NN, *half = sig + N, *sw = half + N;
+    // Groups of kSchurLanes consecutive blocks as in the forward: a group the cache lacks is decomposed again
+    // together (each lane's numbers depend on its own matrix only, so they are the forward's).
+    std::vector<double> dbuf(std::size_t(NN) * 2 * L + std::size_t(N) * L + N);
+    double *ads = dbuf.data(), *qds = ads + NN * L, *sigs = qds + NN * L, *half = sigs + N * L;
+    std::vector<double> schur_work;
+    const double* ap[L];
+    double *qp[L], *sp[L];
+    bool ok[L];
+    for (int j = 0; j < L; ++j) {
+      ap[j] = ads + std::ptrdiff_t(j) * NN;
+      qp[j] = qds + std::ptrdiff_t(j) * NN;
+      sp[j] = sigs + std::ptrdiff_t(j) * N;
+    }
     std::vector<S> buf(std::size_t(NN) * (kernels::kFrechetWork + 5));
     S *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *qs = l + NN, *scratch = qs + NN;
 #pragma omp for schedule(static, 1)
-    for (std::int64_t i = 0; i < work; ++i) {
-      const int k = int(i % nb);
-      const std::int64_t row = i / nb;
-      const int set = int(row / rows), t = int(row % rows);
-      const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
-      const S* p = pos + std::int64_t(t) * dim;
-      const S* gi = dtable + i * NN;
-      const S* q = nullptr;
-      const double* sigma = nullptr;
-      if (hit && cache.spectral[std::size_t(i)]) {
-        q = cache.q.data() + i * NN;
-        sigma = cache.sigma.data() + std::size_t(i) * (N / 2);
-      } else {
-        kernels::block_generator<N>(w + base, axis_stride, p, dim, ad);
-        if (block_schur<N>(ad, qd, sig, sw)) {
-          for (int e = 0; e < NN; ++e) qs[e] = S(qd[e]);
-          q = qs;
-          sigma = sig;
+    for (std::int64_t gi = 0; gi < groups; ++gi) {
+      const std::int64_t i0 = gi * L;
+      const int count = int(std::min<std::int64_t>(L, work - i0));
+      if (!hit) {
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t i = i0 + j;
+          const int k = int(i % nb);
+          const std::int64_t row = i / nb;
+          const int set = int(row / rows), t = int(row % rows);
+          const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+          kernels::block_generator<N>(w + base, axis_stride, pos + std::int64_t(t) * dim, dim,
+                                      ads + std::ptrdiff_t(j) * NN);
         }
+        group_schur<N>(ap, count, qp, sp, ok, schur_work);
       }
-      if (q) {
-        schur_adjoint<S>(N, q, sigma, gi, l, scratch, half);
-      } else {
-        kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
-        for (int e = 0; e < NN; ++e) g[e] = gi[e];
-        kernels::detail::transpose<N>(a, r);  // Aᵀ
-        kernels::expm_frechet_skew<N, S, TableMul<N>>(r, g, a, l, scratch);
+      for (int j = 0; j < count; ++j) {
+        const std::int64_t i = i0 + j;
+        const int k = int(i % nb);
+        const std::int64_t row = i / nb;
+        const int set = int(row / rows), t = int(row % rows);
+        const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+        const S* p = pos + std::int64_t(t) * dim;
+        const S* gi_ = dtable + i * NN;
+        const S* q = nullptr;
+        const double* sigma = nullptr;
+        if (hit) {
+          if (cache.spectral[std::size_t(i)]) {
+            q = cache.q.data() + i * NN;
+            sigma = cache.sigma.data() + std::size_t(i) * (N / 2);
+          }
+        } else if (ok[j]) {
+          for (int e = 0; e < NN; ++e) qs[e] = S(qp[j][e]);
+          q = qs;
+          sigma = sp[j];
+        }
+        if (q) {
+          schur_adjoint<S>(N, q, sigma, gi_, l, scratch, half);
+        } else {
+          kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
+          for (int e = 0; e < NN; ++e) g[e] = gi_[e];
+          kernels::detail::transpose<N>(a, r);  // Aᵀ
+          kernels::expm_frechet_skew<N, S, TableMul<N>>(r, g, a, l, scratch);
+        }
+        for (int ax = 0; ax < dim; ++ax)
+          kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
       }
-      for (int ax = 0; ax < dim; ++ax)
-        kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
     }
   }
   add_partials(partial, dw, ng);
@@ -286,7 +347,7 @@ using TableForwardWork = std::conditional_t<std::is_same_v<S, float> && (N >= 4)
 template <int N, class S>
 void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
   if constexpr (kSpectralBlock<N>)
-    if (rotation_table_method() == TableMethod::Auto) return table_forward_spectral<N, S>(w, pos, table, sh);
+    if (spectral_method(rotation_table_method())) return table_forward_spectral<N, S>(w, pos, table, sh);
   using W = TableForwardWork<N, S>;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
@@ -321,7 +382,7 @@ void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableS
 template <int N, class S>
 void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
   if constexpr (kSpectralBlock<N>)
-    if (rotation_table_method() == TableMethod::Auto) return table_backward_spectral<N, S>(w, pos, dtable, dw, sh);
+    if (spectral_method(rotation_table_method())) return table_backward_spectral<N, S>(w, pos, dtable, dw, sh);
   using W = S;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
