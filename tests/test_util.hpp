@@ -54,6 +54,13 @@ inline std::vector<double> random_vector(std::size_t n, double lo = -1, double h
   return v;
 }
 
+// Eigen's dense decompositions as references, compiled once (tests/util.cpp, linked into every test) instead of
+// instantiated again in each test that uses one: JacobiSVD, PartialPivLU and RealSchur of a MatrixXd.
+double spectral_norm(const Eigen::MatrixXd& a);  // the largest singular value
+double determinant(const Eigen::MatrixXd& a);
+// a = u·t·uᵀ, u orthogonal, t quasi-triangular (the real Schur form).
+void real_schur(const Eigen::MatrixXd& a, Eigen::MatrixXd& u, Eigen::MatrixXd& t);
+
 // A random n×n skew-symmetric matrix scaled to the given 2-norm.
 template <class Scalar = double, int N = Eigen::Dynamic>
 Eigen::Matrix<Scalar, N, N> random_skew(int n, double norm2) {
@@ -62,7 +69,7 @@ Eigen::Matrix<Scalar, N, N> random_skew(int n, double norm2) {
     for (int j = 0; j < n; ++j) g(i, j) = normal();
   Eigen::MatrixXd a = g - g.transpose();
   if (n > 1) {
-    double s = Eigen::JacobiSVD<Eigen::MatrixXd>(a).singularValues()(0);
+    double s = spectral_norm(a);
     if (s > 0) a *= norm2 / s;
   }
   return a.cast<Scalar>();

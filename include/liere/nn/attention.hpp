@@ -130,4 +130,17 @@ class AttentionT {
 
 using Attention = AttentionT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class AttentionT<float>;
+extern template class AttentionT<double>;
+extern template VarT<float> attention(TapeT<float>&, const VarT<float>&, int, const PositionEncoding<float>*,
+                                      const EncodingVars<float>&, int, std::shared_ptr<AttentionCache<float>>,
+                                      std::span<const std::uint8_t>, bool);
+extern template VarT<double> attention(TapeT<double>&, const VarT<double>&, int, const PositionEncoding<double>*,
+                                       const EncodingVars<double>&, int, std::shared_ptr<AttentionCache<double>>,
+                                       std::span<const std::uint8_t>, bool);
+#endif
+
 }  // namespace liere::nn

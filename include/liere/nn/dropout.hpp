@@ -21,4 +21,11 @@ class DropoutT {
 
 using Dropout = DropoutT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class DropoutT<float>;
+extern template class DropoutT<double>;
+#endif
+
 }  // namespace liere::nn

@@ -36,4 +36,11 @@ class LayerNormT {
 
 using LayerNorm = LayerNormT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class LayerNormT<float>;
+extern template class LayerNormT<double>;
+#endif
+
 }  // namespace liere::nn

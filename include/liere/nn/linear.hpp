@@ -35,4 +35,11 @@ class LinearT {
 
 using Linear = LinearT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class LinearT<float>;
+extern template class LinearT<double>;
+#endif
+
 }  // namespace liere::nn

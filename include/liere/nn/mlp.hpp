@@ -37,4 +37,11 @@ class MlpT {
 
 using Mlp = MlpT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class MlpT<float>;
+extern template class MlpT<double>;
+#endif
+
 }  // namespace liere::nn

@@ -57,4 +57,11 @@ class PatchEmbedT {
 
 using PatchEmbed = PatchEmbedT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class PatchEmbedT<float>;
+extern template class PatchEmbedT<double>;
+#endif
+
 }  // namespace liere::nn

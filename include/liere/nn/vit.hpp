@@ -211,4 +211,13 @@ class VitT {
 
 using Vit = VitT<float>;
 
+// Explicit instances in liere::compiled (nn/engine_float.cpp, nn/engine_double.cpp) for the programs that link it:
+// they do not compile these members again (CMakeLists.txt, "liere::compiled"); LIERE_COUNT_FLOPS builds compile their own.
+#if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
+extern template class VitBlockT<float>;
+extern template class VitBlockT<double>;
+extern template class VitT<float>;
+extern template class VitT<double>;
+#endif
+
 }  // namespace liere::nn

@@ -1,0 +1,17 @@
+// tests/util.cpp — the dense decompositions of tests/test_util.hpp, compiled once for every test
+// (liere_test_util in tests/CMakeLists.txt): each one instantiated in a test costs seconds of its compile.
+#include "test_util.hpp"
+
+namespace liere::test {
+
+double spectral_norm(const Eigen::MatrixXd& a) { return Eigen::JacobiSVD<Eigen::MatrixXd>(a).singularValues()(0); }
+
+double determinant(const Eigen::MatrixXd& a) { return a.determinant(); }
+
+void real_schur(const Eigen::MatrixXd& a, Eigen::MatrixXd& u, Eigen::MatrixXd& t) {
+  const Eigen::RealSchur<Eigen::MatrixXd> schur(a);
+  u = schur.matrixU();
+  t = schur.matrixT();
+}
+
+}  // namespace liere::test
