@@ -21,13 +21,16 @@
 namespace liere::app {
 
 namespace {
-// Where std::cout and std::cerr go on ranks other than 0.
+// Where std::cout and std::cerr go on ranks other than 0. Never destroyed: the streams still point at it when
+// the runtime flushes them last at exit (std::ios_base::Init's destructor, after this file's statics are gone), so
+// a static NullBuffer would be used after its destructor ran (under ASan: a SEGV in std::ostream::flush at exit,
+// the -np 2 runs of mpi_data_parallel).
 class NullBuffer : public std::streambuf {
  protected:
   int overflow(int c) override { return c == traits_type::eof() ? 0 : c; }
   std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
 };
-NullBuffer g_null;
+NullBuffer& g_null = *new NullBuffer;
 Comm* g_world = nullptr;
 
 #ifdef LIERE_WITH_MPI
