@@ -260,6 +260,19 @@ def print_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def child_env(args) -> dict:
+    """The children's environment: OpenMP's and the BLAS libraries' thread counts set to --threads where the caller
+    left them unset. torch.set_num_threads alone does not bound OpenBLAS's threads (the official side then used
+    the second core: CPU time 1.7-1.9x wall at --threads 1) nor liere's OpenMP loops, so a "one thread" ratio
+    depended on which side got the idle core (bench/README.md, the torch operators on a quiet machine)."""
+    e = dict(os.environ)
+    n = getattr(args, "threads", None)
+    if n:
+        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            e.setdefault(k, str(n))
+    return e
+
+
 def run_children(args, env: dict, option: str, values: list[str]) -> list[dict]:
     """Re-run this script once per value of `option` (e.g. --enc), collect the records the children return.
 
@@ -272,7 +285,7 @@ def run_children(args, env: dict, option: str, values: list[str]) -> list[dict]:
     for v in values:
         with tempfile.NamedTemporaryFile("r", suffix=".jsonl", delete=True) as tmp:
             cmd = [sys.executable, sys.argv[0], *argv, option, v, "--_child", tmp.name, "--_env", json.dumps(env)]
-            res = subprocess.run(cmd)
+            res = subprocess.run(cmd, env=child_env(args))
             if res.returncode != 0:
                 print(f"   child for {option} {v} failed with exit code {res.returncode}")
                 continue

@@ -15,7 +15,8 @@ depend on the batch (B = 128 images share one table per forward); the encoder ru
   liere-poly (b = 64 only): the same with LIERE_TABLE_METHOD=polynomial, the scaling-and-squaring path that b = 64
              took before the spectral one (docs/math.md), for the side-by-side comparison.
 
-Timed (median and min over --reps after --warmup, wall time, torch.set_num_threads(--threads) on both sides):
+Timed (median and min over --reps after --warmup, wall time, torch.set_num_threads(--threads) on both sides, and
+OMP_NUM_THREADS / OPENBLAS_NUM_THREADS / MKL_NUM_THREADS = --threads for the children unless set):
   fwd      : the encoder's forward under torch.no_grad()
   fwd+bwd  : forward, loss = (R * C).sum() with a fixed C ~ N(0, 1), loss.backward() to W
 Peak memory: each (impl, b, dtype) runs in its own child process; peak_rss_mib is ru_maxrss at the end,
