@@ -159,19 +159,35 @@ SchurCache<S>& schur_cache() {
   return cache;
 }
 
-// The Schur forms of `count` (≤ kSchurLanes) blocks in double: skew_schur_batch, or skew_schur one by one under
-// TableMethod::SpectralSingle; ok[j] false: block j takes the polynomial path. a[j], q[j]: N×N, sigma[j]: N/2.
+// A group of kSchurLanes blocks' Schur forms in double, the unit the spectral forward and backward decompose: the
+// lanes' inputs a[j] (N×N), outputs q[j] (N×N) and sigma[j] (N/2) laid out back to back from the given buffers.
+// decompose(count): skew_schur_batch, or skew_schur one by one under TableMethod::SpectralSingle; ok[j] false: block
+// j takes the polynomial path.
 template <int N>
-void group_schur(const double* const* a, int count, double* const* q, double* const* sigma, bool* ok,
-                 std::vector<double>& work) {
-  if (rotation_table_method() == TableMethod::SpectralSingle) {
-    work.resize(skew_schur_work(N));
-    for (int j = 0; j < count; ++j) ok[j] = skew_schur(a[j], N, q[j], sigma[j], work.data());
-    return;
+struct SchurGroup {
+  const double* a[kSchurLanes];
+  double* q[kSchurLanes];
+  double* sigma[kSchurLanes];
+  bool ok[kSchurLanes];
+  std::vector<double> work;
+
+  SchurGroup(double* as, double* qs, double* sigmas) {
+    for (int j = 0; j < kSchurLanes; ++j) {
+      a[j] = as + std::ptrdiff_t(j) * N * N;
+      q[j] = qs + std::ptrdiff_t(j) * N * N;
+      sigma[j] = sigmas + std::ptrdiff_t(j) * N;
+    }
   }
-  work.resize(skew_schur_batch_work(N));
-  skew_schur_batch(a, count, N, q, sigma, ok, work.data());
-}
+  void decompose(int count) {
+    if (rotation_table_method() == TableMethod::SpectralSingle) {
+      work.resize(skew_schur_work(N));
+      for (int j = 0; j < count; ++j) ok[j] = skew_schur(a[j], N, q[j], sigma[j], work.data());
+      return;
+    }
+    work.resize(skew_schur_batch_work(N));
+    skew_schur_batch(a, count, N, q, sigma, ok, work.data());
+  }
+};
 inline bool spectral_method(TableMethod m) { return m == TableMethod::Auto || m == TableMethod::SpectralSingle; }
 
 template <int N, class S>
@@ -198,15 +214,7 @@ void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTa
     std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 1 + 2 * L) + std::size_t(N) * L);
     double *r = buf.data(), *scratch = r + NN, *as = scratch + NN * kernels::kExpWork, *qs = as + NN * L,
            *sigs = qs + NN * L;
-    std::vector<double> schur_work;
-    const double* ap[L];
-    double *qp[L], *sp[L];
-    bool ok[L];
-    for (int j = 0; j < L; ++j) {
-      ap[j] = as + std::ptrdiff_t(j) * NN;
-      qp[j] = qs + std::ptrdiff_t(j) * NN;
-      sp[j] = sigs + std::ptrdiff_t(j) * N;
-    }
+    SchurGroup<N> grp(as, qs, sigs);
 #pragma omp for schedule(static, 1)
     for (std::int64_t gi = 0; gi < groups; ++gi) {
       const std::int64_t i0 = gi * L;
@@ -219,16 +227,16 @@ void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTa
         const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
         kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, as + std::ptrdiff_t(j) * NN);
       }
-      group_schur<N>(ap, count, qp, sp, ok, schur_work);
+      grp.decompose(count);
       for (int j = 0; j < count; ++j) {
         const std::int64_t i = i0 + j;
         S* out = table + i * NN;
-        if (ok[j]) {
-          skew_schur_exp(qp[j], sp[j], N, r, scratch);
+        if (grp.ok[j]) {
+          skew_schur_exp(grp.q[j], grp.sigma[j], N, r, scratch);
           if (keep) {
             S* qc = cache.q.data() + i * NN;
-            for (int e = 0; e < NN; ++e) qc[e] = S(qp[j][e]);
-            for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = sp[j][e];
+            for (int e = 0; e < NN; ++e) qc[e] = S(grp.q[j][e]);
+            for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = grp.sigma[j][e];
             cache.spectral[std::size_t(i)] = 1;
           }
         } else {
@@ -274,15 +282,7 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
     // together (each lane's numbers depend on its own matrix only, so they are the forward's).
     std::vector<double> dbuf(std::size_t(NN) * 2 * L + std::size_t(N) * L + N);
     double *ads = dbuf.data(), *qds = ads + NN * L, *sigs = qds + NN * L, *half = sigs + N * L;
-    std::vector<double> schur_work;
-    const double* ap[L];
-    double *qp[L], *sp[L];
-    bool ok[L];
-    for (int j = 0; j < L; ++j) {
-      ap[j] = ads + std::ptrdiff_t(j) * NN;
-      qp[j] = qds + std::ptrdiff_t(j) * NN;
-      sp[j] = sigs + std::ptrdiff_t(j) * N;
-    }
+    SchurGroup<N> grp(ads, qds, sigs);
     std::vector<S> buf(std::size_t(NN) * (kernels::kFrechetWork + 5));
     S *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *qs = l + NN, *scratch = qs + NN;
 #pragma omp for schedule(static, 1)
@@ -299,7 +299,7 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
           kernels::block_generator<N>(w + base, axis_stride, pos + std::int64_t(t) * dim, dim,
                                       ads + std::ptrdiff_t(j) * NN);
         }
-        group_schur<N>(ap, count, qp, sp, ok, schur_work);
+        grp.decompose(count);
       }
       for (int j = 0; j < count; ++j) {
         const std::int64_t i = i0 + j;
@@ -316,10 +316,10 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
             q = cache.q.data() + i * NN;
             sigma = cache.sigma.data() + std::size_t(i) * (N / 2);
           }
-        } else if (ok[j]) {
-          for (int e = 0; e < NN; ++e) qs[e] = S(qp[j][e]);
+        } else if (grp.ok[j]) {
+          for (int e = 0; e < NN; ++e) qs[e] = S(grp.q[j][e]);
           q = qs;
-          sigma = sp[j];
+          sigma = grp.sigma[j];
         }
         if (q) {
           schur_adjoint<S>(N, q, sigma, gi_, l, scratch, half);
