@@ -85,6 +85,13 @@ struct RotationTableShape {
   LIERE_HOST_DEVICE std::int64_t num_generators() const { return std::int64_t(sets) * dim * num_blocks() * coords_per_block(); }
   LIERE_HOST_DEVICE std::int64_t table_size() const { return std::int64_t(sets) * rows * head_dim * block; }
   LIERE_HOST_DEVICE std::int64_t num_matrices() const { return std::int64_t(sets) * rows * num_blocks(); }
+  // Matrix i of the table (i = (set·rows + t)·num_blocks() + k): where its block's coordinates start in the
+  // generators (axis 0; axis a is num_blocks()·coords_per_block() further per axis) and its position row t.
+  LIERE_HOST_DEVICE std::int64_t generator_offset(std::int64_t i) const {
+    const std::int64_t row = i / num_blocks(), set = row / rows;
+    return (set * dim * num_blocks() + i % num_blocks()) * coords_per_block();
+  }
+  LIERE_HOST_DEVICE int position_row(std::int64_t i) const { return int((i / num_blocks()) % rows); }
 };
 
 }  // namespace liere

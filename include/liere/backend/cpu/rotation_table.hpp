@@ -193,7 +193,7 @@ inline bool spectral_method(TableMethod m) { return m == TableMethod::Auto || m 
 template <int N, class S>
 void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2, L = kSchurLanes;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int nb = sh.num_blocks(), dim = sh.dim;
   const std::int64_t work = sh.num_matrices(), groups = (work + L - 1) / L;
   const long axis_stride = long(nb) * ppb;
   SchurCache<S>& cache = schur_cache<S>();
@@ -221,10 +221,9 @@ void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTa
       const int count = int(std::min<std::int64_t>(L, work - i0));
       for (int j = 0; j < count; ++j) {
         const std::int64_t i = i0 + j;
-        const int k = int(i % nb);
-        const std::int64_t row = i / nb;
-        const int set = int(row / rows), t = int(row % rows);
-        const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
+        const S* ws = w + sh.generator_offset(i);
+
+        const int t = sh.position_row(i);
         kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, as + std::ptrdiff_t(j) * NN);
       }
       grp.decompose(count);
@@ -265,7 +264,7 @@ void schur_adjoint(int n, const S* q, const double* sigma, const S* g, S* l, S* 
 template <int N, class S>
 void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int nb = sh.num_blocks(), dim = sh.dim;
   constexpr int L = kSchurLanes;
   const std::int64_t work = sh.num_matrices(), ng = sh.num_generators(), groups = (work + L - 1) / L;
   const long axis_stride = long(nb) * ppb;
@@ -292,10 +291,9 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
       if (!hit) {
         for (int j = 0; j < count; ++j) {
           const std::int64_t i = i0 + j;
-          const int k = int(i % nb);
-          const std::int64_t row = i / nb;
-          const int set = int(row / rows), t = int(row % rows);
-          const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+          const std::int64_t base = sh.generator_offset(i);
+
+          const int t = sh.position_row(i);
           kernels::block_generator<N>(w + base, axis_stride, pos + std::int64_t(t) * dim, dim,
                                       ads + std::ptrdiff_t(j) * NN);
         }
@@ -303,10 +301,9 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
       }
       for (int j = 0; j < count; ++j) {
         const std::int64_t i = i0 + j;
-        const int k = int(i % nb);
-        const std::int64_t row = i / nb;
-        const int set = int(row / rows), t = int(row % rows);
-        const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+        const std::int64_t base = sh.generator_offset(i);
+
+        const int t = sh.position_row(i);
         const S* p = pos + std::int64_t(t) * dim;
         const S* gi_ = dtable + i * NN;
         const S* q = nullptr;
@@ -350,7 +347,7 @@ void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableS
     if (spectral_method(rotation_table_method())) return table_forward_spectral<N, S>(w, pos, table, sh);
   using W = TableForwardWork<N, S>;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int nb = sh.num_blocks(), dim = sh.dim;
   const std::int64_t work = sh.num_matrices();
   const long axis_stride = long(nb) * ppb;
 #pragma omp parallel if (work > 1)
@@ -361,10 +358,9 @@ void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableS
     W* scratch = r + NN;
 #pragma omp for schedule(static, 1)
     for (std::int64_t i = 0; i < work; ++i) {
-      const int k = int(i % nb);
-      const std::int64_t row = i / nb;
-      const int set = int(row / rows), t = int(row % rows);
-      const S* ws = w + (std::int64_t(set) * dim * nb + k) * ppb;
+      const S* ws = w + sh.generator_offset(i);
+
+      const int t = sh.position_row(i);
       kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, a);
       S* out = table + i * NN;
       if constexpr (N == 2) {
@@ -385,7 +381,7 @@ void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const
     if (spectral_method(rotation_table_method())) return table_backward_spectral<N, S>(w, pos, dtable, dw, sh);
   using W = S;
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
+  const int nb = sh.num_blocks(), dim = sh.dim;
   const std::int64_t work = sh.num_matrices(), ng = sh.num_generators();
   const long axis_stride = long(nb) * ppb;
   const std::size_t threads = std::size_t(max_threads());
@@ -398,10 +394,9 @@ void table_backward_impl(const S* w, const S* pos, const S* dtable, S* dw, const
     W *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *scratch = l + NN;
 #pragma omp for schedule(static, 1)
     for (std::int64_t i = 0; i < work; ++i) {
-      const int k = int(i % nb);
-      const std::int64_t row = i / nb;
-      const int set = int(row / rows), t = int(row % rows);
-      const std::int64_t base = (std::int64_t(set) * dim * nb + k) * ppb;
+      const std::int64_t base = sh.generator_offset(i);
+
+      const int t = sh.position_row(i);
       const S* p = pos + std::int64_t(t) * dim;
       kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
       for (int q = 0; q < NN; ++q) g[q] = W(dtable[i * NN + q]);

@@ -34,14 +34,12 @@ __global__ void table_forward_kernel(const float* w, const float* pos, float* ta
   const std::int64_t j = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= count) return;
   const std::int64_t i = first + j;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
-  const int k = int(i % nb);
-  const std::int64_t row = i / nb;
-  const int set = int(row / rows), t = int(row % rows);
+  const int nb = sh.num_blocks(), dim = sh.dim;
+  const int t = sh.position_row(i);
   float local[kLocalWork<N> ? (kernels::kExpWork + 2) * NN : 1];
   float* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kExpWork + 2) * NN;
   float* r = a + NN;
-  kernels::block_generator<N>(w + (std::int64_t(set) * dim * nb + k) * ppb, long(nb) * ppb,
+  kernels::block_generator<N>(w + sh.generator_offset(i), long(nb) * ppb,
                               pos + std::int64_t(t) * dim, dim, a);
   float* out = table + i * NN;
   if constexpr (N == 2) {
@@ -62,14 +60,12 @@ __global__ void table_backward_kernel(const float* w, const float* pos, const fl
   const std::int64_t j = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= count) return;
   const std::int64_t i = first + j;
-  const int nb = sh.num_blocks(), dim = sh.dim, rows = sh.rows;
-  const int k = int(i % nb);
-  const std::int64_t row = i / nb;
-  const int set = int(row / rows), t = int(row % rows);
+  const int nb = sh.num_blocks(), dim = sh.dim;
+  const int t = sh.position_row(i);
   float local[kLocalWork<N> ? (kernels::kFrechetWork + 4) * NN : 1];
   float* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kFrechetWork + 4) * NN;
   float *g = a + NN, *r = g + NN, *l = r + NN;
-  kernels::block_generator<N>(w + (std::int64_t(set) * dim * nb + k) * ppb, long(nb) * ppb,
+  kernels::block_generator<N>(w + sh.generator_offset(i), long(nb) * ppb,
                               pos + std::int64_t(t) * dim, dim, a);
   for (int q = 0; q < NN; ++q) g[q] = dtable[i * NN + q];
   if constexpr (N == 2) {
