@@ -1,0 +1,108 @@
+#!/bin/bash
+# bench/gpu_run.sh — everything a GPU machine is for, in one command, on a build folder compiled elsewhere.
+#
+#   bench/gpu_run.sh BUILD_DIR [OUT_DIR]
+#
+# BUILD_DIR holds tests/test_cuda and examples/train_cifar, configured with -DLIERE_WITH_CUDA=ON
+# -DCMAKE_CUDA_ARCHITECTURES=90 (bench/README.md, "GPU"): compile on a machine without a GPU, copy or mount the two
+# binaries, and spend the GPU's minutes on tests and measurements. In order, each part with its own time limit so
+# that a slow part cannot take the others' output with it (OUT_DIR, default gpu_out/, gets one log per part):
+#
+#   machine.txt          the GPU, driver, CUDA, PyTorch, CPU, kernel
+#   test_cuda.log        test_cuda: every case, its duration, and the largest scaled error of each case
+#   gpu_compare.jsonl    liere against PyTorch eager (bench/torch_vit_gpu.py) on the same GPU, one run:
+#   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float and TF32 (gpu_compare.py)
+#   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
+#                        Compute, one metric), where ncu is installed; bench/gpu_profile.py summarises it
+#   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
+#
+# Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 30), LIERE_GPU_THREADS (train_cifar's host threads,
+# 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,debug"), PYTHON (the interpreter with a CUDA
+# PyTorch, python3). The exit status is 0 when every part that ran passed.
+set -u
+build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
+out=${2:-gpu_out}
+here=$(cd "$(dirname "$0")" && pwd)
+steps=${LIERE_GPU_STEPS:-30}
+threads=${LIERE_GPU_THREADS:-16}
+parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,debug},"
+py=${PYTHON:-python3}
+mkdir -p "$out"
+build=$(cd "$build" && pwd)
+test_cuda=$build/tests/test_cuda
+train=$build/examples/train_cifar
+for f in "$test_cuda" "$train"; do
+  [ -x "$f" ] || { echo "gpu_run.sh: $f is missing: build the targets test_cuda and train_cifar in $build" >&2; exit 2; }
+done
+status=0
+part() { [[ $parts == *",$1,"* ]]; }
+stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+# The CUDA libraries the binaries were linked against (cudart, cuBLAS, cuBLASLt of the build's toolkit): the
+# toolkit's folder, else the ones in PyTorch's wheels; libraries carried beside the build (BUILD_DIR/lib) last.
+if ldd "$test_cuda" "$train" | grep -q "not found"; then
+  dirs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+           $(find /usr/local /opt /usr/lib -name 'libcublasLt.so.*' -printf '%h\n' 2>/dev/null | sort -u) "$build/lib"; do
+    [ -d "$d" ] && dirs="$dirs:$d"
+  done
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}$dirs"
+  if ldd "$test_cuda" "$train" | grep "not found"; then
+    echo "gpu_run.sh: libraries above not found (searched${dirs//:/ })" >&2
+    exit 2
+  fi
+fi
+
+if part machine; then
+  stamp machine
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,pstate --format=csv
+    nvcc --version 2>/dev/null | tail -2
+    "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+    grep -m1 "model name" /proc/cpuinfo
+    echo "nproc $(nproc), kernel $(uname -r), liere $(git -C "$here" describe --always --dirty 2>/dev/null)"
+  } 2>&1 | tee "$out/machine.txt"
+fi
+
+if part tests; then
+  stamp test_cuda
+  LIERE_TEST_TRAIN_CIFAR=$train timeout 200 "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
+  rc=${PIPESTATUS[0]}
+  echo "test_cuda exit status $rc"
+  [ "$rc" = 0 ] || status=1
+fi
+
+if part compare; then
+  stamp gpu_compare
+  PYTHONUNBUFFERED=1 timeout 330 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" \
+    --threads "$threads" --python "$py" --json "$out/gpu_compare.jsonl" 2>&1 | tee "$out/gpu_compare.log"
+  rc=${PIPESTATUS[0]}
+  echo "gpu_compare exit status $rc"
+  [ "$rc" = 0 ] || status=1
+fi
+
+if part profile; then
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -n "$ncu" ]; then
+    for enc in liere8; do
+      stamp "profile $enc"
+      pe=(--pe liere --block 8)
+      timeout 120 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
+        --threads "$threads" "${pe[@]}" > "$out/profile_$enc.csv" 2> "$out/profile_$enc.err"
+      echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
+    done
+  else
+    echo "no ncu on this machine: no profile"
+  fi
+fi
+
+if part debug; then
+  stamp test_cuda_debug
+  LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout 200 "$test_cuda" "[parity]" 2>&1 | tee "$out/test_cuda_debug.log"
+  rc=${PIPESTATUS[0]}
+  echo "test_cuda [parity] debug exit status $rc"
+  [ "$rc" = 0 ] || status=1
+fi
+stamp "done, status $status"
+exit $status
