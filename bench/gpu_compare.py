@@ -104,24 +104,34 @@ def main() -> int:
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "machine": machine(a)}
     print(json.dumps(meta["machine"], indent=1), flush=True)
     runs = []
+    # Each run is also appended to OUT.partial as it ends: a run cut short (a GPU lease's time limit) keeps its rows.
+    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+    partial = open(a.json + ".partial", "w")
+    partial.write(json.dumps(meta) + "\n")
+
+    def keep(r):
+        runs.append(r)
+        partial.write(json.dumps(dict(r, type="run")) + "\n")
+        partial.flush()
     for model in models:
         for tf32 in (False, True):
             for enc in encs:
                 for t in threads:
-                    runs.append(run_liere(a, model, enc, tf32, t))
+                    keep(run_liere(a, model, enc, tf32, t))
                     r = runs[-1]
                     print(f"liere {model} {enc} tf32={tf32} threads={t}: {r.get('img_per_s')} img/s", flush=True)
             if not a.no_torch:
                 for r in run_torch(a, model, encs, tf32):
-                    runs.append(r)
+                    keep(r)
                     print(f"torch {model} {r.get('enc')} tf32={tf32}: {r.get('img_per_s')} img/s", flush=True)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+    partial.close()
     with open(a.json + ".tmp", "w") as f:
         f.write(json.dumps(meta) + "\n")
         for r in runs:
             f.write(json.dumps(dict(r, type="run")) + "\n")
     os.replace(a.json + ".tmp", a.json)
+    os.remove(a.json + ".partial")
 
     def ips(impl, model, enc, tf32, t=None):
         for r in runs:

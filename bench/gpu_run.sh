@@ -9,21 +9,27 @@
 # that a slow part cannot take the others' output with it (OUT_DIR, default gpu_out/, gets one log per part):
 #
 #   machine.txt          the GPU, driver, CUDA, PyTorch, CPU, kernel
-#   test_cuda.log        test_cuda: every case, its duration, and the largest scaled error of each case
+#   test_cuda.log        test_cuda: every case, its duration, and the largest scaled error of each case; then the
+#                        ViT-step parity case again with the CPU's tables by the device's method
+#                        (LIERE_TABLE_METHOD=polynomial): which differences the table algorithm makes
 #   gpu_compare.jsonl    liere against PyTorch eager (bench/torch_vit_gpu.py) on the same GPU, one run:
 #   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float and TF32 (gpu_compare.py)
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
-#                        Compute, one metric), where ncu is installed; bench/gpu_profile.py summarises it
+#                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
+#                        (liere64); bench/gpu_profile.py makes the table of the last step
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
 #
-# Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 30), LIERE_GPU_THREADS (train_cifar's host threads,
-# 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,debug"), PYTHON (the interpreter with a CUDA
+# Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
+# 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,debug"), LIERE_GPU_MODELS (tiny,base),
+# LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64), PYTHON (the interpreter with a CUDA
 # PyTorch, python3). The exit status is 0 when every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
 out=${2:-gpu_out}
 here=$(cd "$(dirname "$0")" && pwd)
-steps=${LIERE_GPU_STEPS:-30}
+steps=${LIERE_GPU_STEPS:-20}
+models=${LIERE_GPU_MODELS:-tiny,base}
+profile_encs=${LIERE_GPU_PROFILE:-liere64}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,debug},"
 py=${PYTHON:-python3}
@@ -70,12 +76,15 @@ if part tests; then
   rc=${PIPESTATUS[0]}
   echo "test_cuda exit status $rc"
   [ "$rc" = 0 ] || status=1
+  stamp "test_cuda ViT step, CPU tables by the polynomial method"
+  LIERE_TABLE_METHOD=polynomial timeout 60 "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"
 fi
 
 if part compare; then
   stamp gpu_compare
-  PYTHONUNBUFFERED=1 timeout 330 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" \
-    --threads "$threads" --python "$py" --json "$out/gpu_compare.jsonl" 2>&1 | tee "$out/gpu_compare.log"
+  PYTHONUNBUFFERED=1 timeout 300 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" \
+    --models "$models" --threads "$threads" --python "$py" --json "$out/gpu_compare.jsonl" 2>&1 |
+    tee "$out/gpu_compare.log"
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"
   [ "$rc" = 0 ] || status=1
@@ -84,10 +93,15 @@ fi
 if part profile; then
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   if [ -n "$ncu" ]; then
-    for enc in liere8; do
+    for enc in ${profile_encs//,/ }; do
       stamp "profile $enc"
-      pe=(--pe liere --block 8)
-      timeout 120 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+      case $enc in
+        abs) pe=(--pe absolute) ;;
+        rope-mixed) pe=(--pe rope-mixed) ;;
+        liere*) pe=(--pe liere --block "${enc#liere}") ;;
+        *) echo "LIERE_GPU_PROFILE: '$enc' is not one of abs, rope-mixed, liere<block>" >&2; status=1; continue ;;
+      esac
+      timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
         "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
         --threads "$threads" "${pe[@]}" > "$out/profile_$enc.csv" 2> "$out/profile_$enc.err"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"

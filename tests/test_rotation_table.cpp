@@ -1,7 +1,9 @@
 // tests/test_rotation_table.cpp — the rotation-table op (backend/cpu/rotation_table.hpp) and the per-block bodies it
 // shares with the CUDA kernels (backend/kernels/matrix_exp.hpp), on the CPU, on every machine:
 //   * the bodies against lie/exp.hpp (the reference) and the closed forms, in double; the device's product
-//     (NaiveMul) against the CPU's (Eigen / GEMM) in float: the tables the GPU computes are checked here;
+//     (NaiveMul) against the CPU's (Eigen / GEMM) in float, and the bodies under the loop policy of the device's
+//     cooperative kernels (emulated: loops reversed, sums as strided partials and a tree) against NaiveMul's:
+//     the tables the GPU computes are checked here;
 //   * float orthogonality max|RᵀR − I| ≤ 1e-6 for every block size up to generator norm 1e4;
 //   * the Fréchet derivative against central finite differences of lie/exp.hpp in double and against
 //     exp_backward (two independent ways), and the op's backward by the dot-product test on its own forward;
@@ -197,6 +199,84 @@ TEST_CASE("rotation tables: the device's product (NaiveMul) gives the CPU op's f
   check_device_product<16>();
   check_device_product<32>();
   check_device_product<64>();
+}
+
+// The loop policy of the CUDA kernels for blocks of 16 and up (one thread block per matrix: BlockLoops in
+// backend/cuda/rotation_table.cu), emulated on one thread: every element loop in reverse order (a loop that read an
+// element the same loop wrote would see other values, as racing threads would), sums and maxima as 256 strided
+// partials combined by the same tree, the product in NaiveMul's order (BlockLoops::mul sums each entry the same
+// way). The bodies under it must give NaiveMul's tables and derivatives.
+struct EmulatedBlockLoops {
+  static constexpr int kThreads = 256;
+  template <class F>
+  static void each(int n, F&& f) {
+    for (int i = n - 1; i >= 0; --i) f(i);
+  }
+  template <class F, class Op>
+  static double strided(int n, F&& f, Op op) {
+    double part[kThreads];
+    for (int t = kThreads - 1; t >= 0; --t) {
+      part[t] = 0;
+      for (int i = t; i < n; i += kThreads) part[t] = op(part[t], f(i));
+    }
+    for (int h = kThreads / 2; h > 0; h /= 2)
+      for (int t = 0; t < h; ++t) part[t] = op(part[t], part[t + h]);
+    return part[0];
+  }
+  template <class F>
+  static double sum(int n, F&& f) {
+    return strided(n, f, [](double x, double y) { return x + y; });
+  }
+  template <class F>
+  static double max(int n, F&& f) {
+    return strided(n, f, [](double x, double y) { return kernels::SerialLoops::max2(x, y); });
+  }
+  template <int N, class W>
+  static void mul(const W* a, const W* b, W* c, bool accumulate) {
+    kernels::NaiveMul::mul<N, W>(a, b, c, accumulate);
+  }
+};
+
+template <int N>
+void check_block_policy() {
+  INFO("block " << N);
+  const MatD a = random_skew(N, 40.0, 9 * N);
+  std::vector<float> in(N * N), e(N * N), r1(N * N), r2(N * N), l1(N * N), l2(N * N);
+  std::vector<float> work(kernels::kFrechetWork * N * N);
+  std::mt19937_64 g(N);
+  std::normal_distribution<float> d;
+  for (int i = 0; i < N * N; ++i) in[i] = float(a.data()[i]), e[i] = d(g);
+  kernels::expm_skew<N, float, kernels::NaiveMul>(in.data(), r1.data(), work.data(), 2);
+  kernels::expm_skew<N, float, EmulatedBlockLoops>(in.data(), r2.data(), work.data(), 2);
+  CHECK(r1 == r2);
+  kernels::expm_frechet_skew<N, float, kernels::NaiveMul>(in.data(), e.data(), r1.data(), l1.data(), work.data());
+  kernels::expm_frechet_skew<N, float, EmulatedBlockLoops>(in.data(), e.data(), r2.data(), l2.data(), work.data());
+  CHECK(r1 == r2);
+  CHECK(l1 == l2);
+  // The generator entry by entry (the cooperative kernels) against block_generator: the same sums (to rounding:
+  // the compiler may fuse the products into the additions differently in the two).
+  const int dim = 3;
+  const long stride = N * (N - 1) / 2;
+  std::vector<float> w(std::size_t(dim * stride)), p = {0.7f, -1.3f, 2.9f}, gen(N * N);
+  for (auto& x : w) x = d(g);
+  kernels::block_generator<N>(w.data(), stride, p.data(), dim, gen.data());
+  double worst = 0;  // |entry − gen| over Σ_ax |p_ax·w_ax|, the sum's scale
+  for (int k = 0; k < N * N; ++k) {
+    const int r = k / N, c = k % N;
+    const int q = r == c ? -1 : kernels::triangle_index<N>(std::min(r, c), std::max(r, c));
+    double scale = 1e-30;
+    for (int ax = 0; ax < dim && q >= 0; ++ax) scale += std::abs(double(p[ax]) * w[std::size_t(ax * stride + q)]);
+    const float v = kernels::block_generator_entry<N, float, float>(w.data(), stride, p.data(), dim, k);
+    worst = std::max(worst, std::abs(double(v) - gen[k]) / scale);
+  }
+  CHECK(worst <= 4 * std::numeric_limits<float>::epsilon());
+}
+
+TEST_CASE("rotation tables: the bodies under the cooperative kernels' loop policy give the same tables", "[tables]") {
+  check_block_policy<4>();
+  check_block_policy<16>();
+  check_block_policy<32>();
+  check_block_policy<64>();
 }
 
 TEST_CASE("rotation tables: the Frechet body against finite differences and exp_frechet (double)", "[tables]") {

@@ -25,10 +25,24 @@ double grad_sum_squares(const ParameterT<S>& p) {
 }
 }  // namespace detail
 
+// One backend call per run of parameters on the same device: on a GPU one read of the device for all of them
+// (one per parameter synchronised the step 151 times for ViT-Tiny). The same sums in the same order as adding
+// grad_sum_squares parameter by parameter.
 template <class S>
 double grad_norm(const std::vector<ParameterT<S>>& params) {
   double total = 0.0;
-  for (const auto& p : params) total += detail::grad_sum_squares(p);
+  std::vector<const S*> xs;
+  std::vector<Index> ns;
+  for (std::size_t i = 0; i < params.size();) {
+    const Device dev = params[i].device();
+    xs.clear();
+    ns.clear();
+    for (; i < params.size() && params[i].device() == dev; ++i) {
+      xs.push_back(params[i].grad().data());
+      ns.push_back(params[i].numel());
+    }
+    total += LIERE_DISPATCH(S, dev, sum_squares_many, xs.data(), ns.data(), int(xs.size()));
+  }
   return std::sqrt(total);
 }
 

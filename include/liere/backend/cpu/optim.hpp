@@ -40,6 +40,14 @@ double sum_squares(const S* x, Index n) {
   return total;
 }
 
+// Σ_k sum_squares(xs[k], ns[k]), the tensors in order (the global gradient norm: the CUDA side reads it back once).
+template <class S>
+double sum_squares_many(const S* const* xs, const Index* ns, int count) {
+  double total = 0.0;
+  for (int k = 0; k < count; ++k) total += sum_squares(xs[k], ns[k]);
+  return total;
+}
+
 template <class S>
 void scale(S* x, Index n, S c) {
 #pragma omp parallel for schedule(static) if (n > kGrain)

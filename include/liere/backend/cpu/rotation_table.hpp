@@ -78,7 +78,7 @@ inline TableMethod rotation_table_method() { return detail::table_method_ref().l
 namespace detail {
 
 // The product for large blocks: the GEMM library, on the calling thread.
-struct GemmMul {
+struct GemmMul : kernels::SerialLoops {
   template <int N, class W>
   static void mul(const W* a, const W* b, W* c, bool accumulate) {
     gemm<W>(false, false, N, N, N, W(1), a, b, accumulate ? W(1) : W(0), c);
@@ -86,7 +86,7 @@ struct GemmMul {
 };
 // Small blocks: Eigen's fixed-size coefficient-based product (unrolled, in registers; lie/exp.hpp measured it
 // several times faster than a GEMM call at 8×8).
-struct SmallMul {
+struct SmallMul : kernels::SerialLoops {
   template <int N, class W>
   static void mul(const W* a, const W* b, W* c, bool accumulate) {
     using M = Eigen::Matrix<W, N, N, Eigen::RowMajor>;

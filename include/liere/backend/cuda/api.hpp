@@ -76,6 +76,8 @@ struct Ops {
   static void adam_update(float* theta, const float* g, float* m, float* v, Index n,
                           const kernels::AdamStep<float>& step);
   static double sum_squares(const float* x, Index n);
+  // Σ_k sum_squares(xs[k], ns[k]) in k order (the same numbers), one synchronising read for all the tensors.
+  static double sum_squares_many(const float* const* xs, const Index* ns, int count);
   static void scale(float* x, Index n, float c);
 
   // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------

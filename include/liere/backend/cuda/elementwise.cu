@@ -289,16 +289,30 @@ void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, 
 void Ops::adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step) {
   LIERE_CUDA_LAUNCH(k_adam, n, theta, g, m, v, n, step);
 }
-double Ops::sum_squares(const float* x, Index n) {
-  if (n <= 0) return 0.0;
-  const Index nc = (n + kSqChunk - 1) / kSqChunk;
-  LIERE_ENSURE(nc <= Index(INT_MAX), "sum_squares on cuda: " << n << " elements need more than 2^31 - 1 blocks");
-  const DeviceBlock block(std::size_t(nc + 1) * sizeof(double));
+double Ops::sum_squares(const float* x, Index n) { return sum_squares_many(&x, &n, 1); }
+double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count) {
+  if (count <= 0) return 0.0;
+  Index parts = 0;
+  for (int k = 0; k < count; ++k) {
+    const Index nc = ns[k] > 0 ? (ns[k] + kSqChunk - 1) / kSqChunk : 0;
+    LIERE_ENSURE(nc <= Index(INT_MAX), "sum_squares on cuda: " << ns[k] << " elements need more than 2^31 - 1 blocks");
+    parts += nc;
+  }
+  // parts: every tensor's chunk sums; then each tensor's total (its chunks in order), then the tensors in order.
+  const DeviceBlock block(std::size_t(parts + count + 1) * sizeof(double));
   double* part = block.get<double>();
-  LIERE_CUDA_LAUNCH_AS("k_sum_squares_part", k_sum_squares_part, unsigned(nc), kThreads, x, n, part);
-  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, part, nc, part + nc);
+  double* totals = part + parts;
+  Index off = 0;
+  for (int k = 0; k < count; ++k) {
+    const Index nc = ns[k] > 0 ? (ns[k] + kSqChunk - 1) / kSqChunk : 0;
+    if (nc > 0)
+      LIERE_CUDA_LAUNCH_AS("k_sum_squares_part", k_sum_squares_part, unsigned(nc), kThreads, xs[k], ns[k], part + off);
+    LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, part + off, nc, totals + k);
+    off += nc;
+  }
+  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, totals, Index(count), totals + count);
   double total = 0.0;
-  LIERE_CUDA_CHECK(cudaMemcpy(&total, part + nc, sizeof(double), cudaMemcpyDeviceToHost));
+  LIERE_CUDA_CHECK(cudaMemcpy(&total, totals + count, sizeof(double), cudaMemcpyDeviceToHost));
   return total;
 }
 void Ops::scale(float* x, Index n, float c) { LIERE_CUDA_LAUNCH(k_scale_inplace, n, x, n, c); }

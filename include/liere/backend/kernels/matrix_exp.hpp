@@ -16,10 +16,15 @@
 //                        L(Aᵀ, G) (lie/exp.hpp explains why)
 //   exp2_adjoint         the closed-form adjoint for 2×2 (lie/exp.hpp's exp_backward)
 //   skew_adjoint_add     dw(r, c) += scale · (dA(r, c) − dA(c, r)) for r < c: hat's adjoint, row-major coordinates
-// A product is Mul::mul(a, b, c, accumulate): c = a·b (or c += a·b), c never aliasing a or b. NaiveMul below is
-// the device's and the small blocks' product; the CPU passes its GEMM for large blocks. Working memory is given
-// by the caller (kExpWork and kFrechetWork matrices), so the same body runs on a thread's stack, in a CPU
-// thread's buffer or in a slice of a device scratch buffer.
+// The bodies take an execution policy Mul with the product Mul::mul(a, b, c, accumulate): c = a·b (or c += a·b), c
+// never aliasing a or b, and the loops Mul::each(n, f) (f(i) for i in [0, n): every element loop writes through
+// it), Mul::sum(n, f) and Mul::max(n, f) (in double). SerialLoops runs them on one thread: NaiveMul (the device's
+// one-thread-per-matrix kernels and the small blocks) and the CPU's products (its GEMM for large blocks) build on
+// it. The CUDA kernels for blocks of 16 and more run the same bodies with one thread block per matrix
+// (backend/cuda/rotation_table.cu: every thread calls each body; each, sum, max and mul split the work over the
+// block's threads and synchronise). So the bodies keep every write inside those loops and compute only scalars
+// (the same on every thread) outside them. Working memory is given by the caller (kExpWork and kFrechetWork
+// matrices): a thread's stack, a CPU thread's buffer or a slice of a device scratch buffer.
 // Non-finite input gives an all-NaN result and the return value −1, never a hang.
 #pragma once
 
@@ -33,8 +38,30 @@ namespace liere::kernels {
 inline constexpr int kExpWork = 10;      // matrices of working memory for expm_skew
 inline constexpr int kFrechetWork = 19;  // for expm_frechet_skew
 
+// The loops of one thread, in index order.
+struct SerialLoops {
+  template <class F>
+  LIERE_HOST_DEVICE static void each(int n, F&& f) {
+    for (int i = 0; i < n; ++i) f(i);
+  }
+  template <class F>
+  LIERE_HOST_DEVICE static double sum(int n, F&& f) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += f(i);
+    return s;
+  }
+  // max(0, f(0), …), NaN if any f(i) is NaN
+  template <class F>
+  LIERE_HOST_DEVICE static double max(int n, F&& f) {
+    double m = 0;
+    for (int i = 0; i < n; ++i) m = max2(m, f(i));
+    return m;
+  }
+  LIERE_HOST_DEVICE static double max2(double m, double v) { return m != m || v != v ? m + v : (m > v ? m : v); }
+};
+
 // The product of the device and of small blocks: i-k-j loops (the inner loop runs along rows: vectorises).
-struct NaiveMul {
+struct NaiveMul : SerialLoops {
   template <int N, class W>
   LIERE_HOST_DEVICE static void mul(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c,
                                     bool accumulate) {
@@ -65,6 +92,30 @@ LIERE_HOST_DEVICE void block_generator(const S* w, long axis_stride, const S* p,
         a[c * N + r] -= v;
       }
   }
+}
+
+// The position of (r, c), r < c, in a block's row-major strict upper triangle.
+template <int N>
+LIERE_HOST_DEVICE constexpr int triangle_index(int r, int c) {
+  return r * N - r * (r + 1) / 2 + (c - r - 1);
+}
+
+// Entry e = r·N + c of block_generator's a, on its own (the cooperative kernels: one thread per entry). The same
+// sums in the same order: the same values.
+template <int N, class S, class W>
+LIERE_HOST_DEVICE W block_generator_entry(const S* w, long axis_stride, const S* p, int dim, int e) {
+  const int r = e / N, c = e % N;
+  if (r == c) return W(0);
+  const int q = r < c ? triangle_index<N>(r, c) : triangle_index<N>(c, r);
+  W v = W(0);
+  for (int ax = 0; ax < dim; ++ax) {
+    const W t = W(p[ax]) * W(w[ax * axis_stride + q]);
+    if (r < c)
+      v += t;
+    else
+      v -= t;
+  }
+  return v;
 }
 
 // dw(r, c) += scale·(da(r, c) − da(c, r)), r < c, into the block's coordinates (hat's adjoint).
@@ -122,56 +173,66 @@ LIERE_HOST_DEVICE void exp2_adjoint(const W* a, const W* g, W* da) {
 
 namespace detail {
 
-template <int N, class W>
+template <int N, class W, class Mul = SerialLoops>
 LIERE_HOST_DEVICE void fill_nan(W* m) {
-  for (int i = 0; i < N * N; ++i) m[i] = W(NAN);
+  Mul::each(N * N, [&](int i) { m[i] = W(NAN); });
 }
 
 // x = a/2^s, x2, x3 for the skew bound; returns s, −1 for non-finite a, −2 for a = 0.
 template <int N, class W, class Mul>
 LIERE_HOST_DEVICE int scale_skew(const W* a, W* x, W* x2, W* x3) {
-  double f2 = 0;
-  for (int i = 0; i < N * N; ++i) f2 += double(a[i]) * double(a[i]);
+  const double f2 = Mul::sum(N * N, [&](int i) { return double(a[i]) * double(a[i]); });
   if (!(f2 <= 1e300)) return -1;  // NaN or overflow
   if (f2 == 0.0) return -2;
   constexpr double theta = t18_theta<W>();
   const int s0 = t18_scaling(sqrt(f2 / 2), theta);
   const W sc = W(ldexp(1.0, -s0));
-  for (int i = 0; i < N * N; ++i) x[i] = a[i] * sc;
+  Mul::each(N * N, [&](int i) { x[i] = a[i] * sc; });
   Mul::template mul<N, W>(x, x, x2, false);
-  double n1 = 0;  // ‖X²‖₁
-  for (int j = 0; j < N; ++j) {
+  const double n1 = Mul::max(N, [&](int j) {  // ‖X²‖₁
     double col = 0;
     for (int i = 0; i < N; ++i) col += fabs(double(x2[i * N + j]));
-    n1 = n1 > col ? n1 : col;
-  }
+    return col;
+  });
   const int s1 = t18_scaling(sqrt(n1) * ldexp(1.0, s0), theta);
   const int s = s1 < s0 ? s1 : s0;
   if (s < s0) {
     const W up = W(ldexp(1.0, s0 - s)), up2 = W(ldexp(1.0, 2 * (s0 - s)));
-    for (int i = 0; i < N * N; ++i) {
+    Mul::each(N * N, [&](int i) {
       x[i] *= up;
       x2[i] *= up2;
-    }
+    });
   }
   Mul::template mul<N, W>(x, x2, x3, false);
   return s;
 }
 
 // out = Σ_j b[i][j]·P_j (with the identity term when with_identity).
-template <int N, class W>
+template <int N, class W, class Mul = SerialLoops>
 LIERE_HOST_DEVICE void t18_combination(int i, const W* x, const W* x2, const W* x3, const W* x6, W* out,
                                        bool with_identity) {
-  const W c1 = W(t18_coef(i, 1)), c2 = W(t18_coef(i, 2)), c3 = W(t18_coef(i, 3)), c4 = W(t18_coef(i, 4));
-  for (int k = 0; k < N * N; ++k) out[k] = c1 * x[k] + c2 * x2[k] + c3 * x3[k] + c4 * x6[k];
-  if (with_identity)
-    for (int k = 0; k < N; ++k) out[k * N + k] += W(t18_coef(i, 0));
+  const W c0 = W(t18_coef(i, 0)), c1 = W(t18_coef(i, 1)), c2 = W(t18_coef(i, 2)), c3 = W(t18_coef(i, 3)),
+          c4 = W(t18_coef(i, 4));
+  Mul::each(N * N, [&](int k) {
+    W v = c1 * x[k] + c2 * x2[k] + c3 * x3[k] + c4 * x6[k];
+    if (with_identity && k % (N + 1) == 0) v += c0;
+    out[k] = v;
+  });
 }
 
-template <int N, class W>
+template <int N, class W, class Mul = SerialLoops>
 LIERE_HOST_DEVICE void transpose(const W* a, W* t) {
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) t[j * N + i] = a[i * N + j];
+  Mul::each(N * N, [&](int e) { t[e] = a[(e % N) * N + e / N]; });
+}
+
+template <int N, class W, class Mul>
+LIERE_HOST_DEVICE void copy(const W* a, W* b) {
+  Mul::each(N * N, [&](int e) { b[e] = a[e]; });
+}
+
+template <int N, class W, class Mul>
+LIERE_HOST_DEVICE void identity(W* m) {
+  Mul::each(N * N, [&](int e) { m[e] = W(e % (N + 1) == 0 ? 1 : 0); });
 }
 
 }  // namespace detail
@@ -183,21 +244,21 @@ LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
   W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;  // b: 5 matrices
   const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
   if (s == -1) {
-    detail::fill_nan<N>(r);
+    detail::fill_nan<N, W, Mul>(r);
     return -1;
   }
   if (s == -2) {
-    for (int i = 0; i < NN; ++i) r[i] = W(i % (N + 1) == 0 ? 1 : 0);
+    detail::identity<N, W, Mul>(r);
     return 0;
   }
   Mul::template mul<N, W>(x3, x3, x6, false);
-  for (int i = 0; i < 5; ++i) detail::t18_combination<N>(i, x, x2, x3, x6, b + i * NN, true);
+  for (int i = 0; i < 5; ++i) detail::t18_combination<N, W, Mul>(i, x, x2, x3, x6, b + i * NN, true);
   W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
   Mul::template mul<N, W>(b0, b4, a9, true);  // A9 = B0·B4 + B3
-  for (int i = 0; i < NN; ++i) b2[i] += a9[i];  // C = B2 + A9
+  Mul::each(NN, [&](int i) { b2[i] += a9[i]; });  // C = B2 + A9
   W* cur = r;
   W* spare = t;
-  for (int i = 0; i < NN; ++i) cur[i] = b1[i];
+  detail::copy<N, W, Mul>(b1, cur);
   Mul::template mul<N, W>(b2, a9, cur, true);  // T18 = B1 + C·A9
   for (int k = 0; k < s; ++k) {
     Mul::template mul<N, W>(cur, cur, spare, false);
@@ -209,24 +270,23 @@ LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
   // only when the first started above kPolishAgain.
   constexpr double kPolishAgain = 3e-4;
   for (int step = 0; step < polish; ++step) {
-    detail::transpose<N>(cur, x);
+    detail::transpose<N, W, Mul>(cur, x);
     Mul::template mul<N, W>(x, cur, x2, false);
-    double emax = 0;
-    for (int i = 0; i < NN; ++i) {
+    const double emax = Mul::max(NN, [&](int i) {
       x2[i] = (i % (N + 1) == 0 ? W(1) : W(0)) - x2[i];
-      const double e = fabs(double(x2[i]));
-      emax = emax > e ? emax : e;
-    }
+      return fabs(double(x2[i]));
+    });
     if (!(emax > kPolishAgain)) polish = step + 1;  // this step is the last
-    for (int i = 0; i < NN; ++i) spare[i] = cur[i];
-    for (int i = 0; i < NN; ++i) x2[i] *= W(0.5);
+    Mul::each(NN, [&](int i) {
+      spare[i] = cur[i];
+      x2[i] *= W(0.5);
+    });
     Mul::template mul<N, W>(cur, x2, spare, true);
     W* tmp = cur;
     cur = spare;
     spare = tmp;
   }
-  if (cur != r)
-    for (int i = 0; i < NN; ++i) r[i] = cur[i];
+  if (cur != r) detail::copy<N, W, Mul>(cur, r);
   return s;
 }
 
@@ -237,23 +297,20 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
   constexpr int NN = N * N;
   W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;
   W *dx = b + 5 * NN, *dx2 = dx + NN, *dx3 = dx2 + NN, *dx6 = dx3 + NN, *db = dx6 + NN;
-  bool e_finite = true;
-  for (int i = 0; i < NN; ++i) e_finite = e_finite && (e[i] - e[i] == W(0));
+  const bool e_finite = Mul::max(NN, [&](int i) { return e[i] - e[i] == W(0) ? 0.0 : 1.0; }) == 0.0;
   const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
   if (s == -1 || !e_finite) {
-    detail::fill_nan<N>(r);
-    detail::fill_nan<N>(l);
+    detail::fill_nan<N, W, Mul>(r);
+    detail::fill_nan<N, W, Mul>(l);
     return -1;
   }
   if (s == -2) {
-    for (int i = 0; i < NN; ++i) {
-      r[i] = W(i % (N + 1) == 0 ? 1 : 0);
-      l[i] = e[i];
-    }
+    detail::identity<N, W, Mul>(r);
+    detail::copy<N, W, Mul>(e, l);
     return 0;
   }
   const W sc = W(ldexp(1.0, -s));
-  for (int i = 0; i < NN; ++i) dx[i] = e[i] * sc;
+  Mul::each(NN, [&](int i) { dx[i] = e[i] * sc; });
   Mul::template mul<N, W>(dx, x, dx2, false);
   Mul::template mul<N, W>(x, dx, dx2, true);
   Mul::template mul<N, W>(dx, x2, dx3, false);
@@ -262,24 +319,24 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
   Mul::template mul<N, W>(dx3, x3, dx6, false);
   Mul::template mul<N, W>(x3, dx3, dx6, true);
   for (int i = 0; i < 5; ++i) {
-    detail::t18_combination<N>(i, x, x2, x3, x6, b + i * NN, true);
-    detail::t18_combination<N>(i, dx, dx2, dx3, dx6, db + i * NN, false);
+    detail::t18_combination<N, W, Mul>(i, x, x2, x3, x6, b + i * NN, true);
+    detail::t18_combination<N, W, Mul>(i, dx, dx2, dx3, dx6, db + i * NN, false);
   }
   W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
   W *db0 = db, *db1 = db + NN, *db2 = db + 2 * NN, *da9 = db + 3 * NN, *db4 = db + 4 * NN;
   Mul::template mul<N, W>(b0, b4, a9, true);
   Mul::template mul<N, W>(db0, b4, da9, true);
   Mul::template mul<N, W>(b0, db4, da9, true);
-  for (int i = 0; i < NN; ++i) {
+  Mul::each(NN, [&](int i) {
     b2[i] += a9[i];
     db2[i] += da9[i];
-  }
+  });
   // The squaring chain ping-pongs between (r, l) and two spare matrices (x6, dx6 are free now).
   W *cr = r, *cl = l, *sr = x6, *sl = dx6;
-  for (int i = 0; i < NN; ++i) {
+  Mul::each(NN, [&](int i) {
     cr[i] = b1[i];
     cl[i] = db1[i];
-  }
+  });
   Mul::template mul<N, W>(b2, a9, cr, true);
   Mul::template mul<N, W>(db2, a9, cl, true);
   Mul::template mul<N, W>(b2, da9, cl, true);
@@ -294,10 +351,8 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
     cl = sl;
     sl = t2;
   }
-  if (cr != r)
-    for (int i = 0; i < NN; ++i) r[i] = cr[i];
-  if (cl != l)
-    for (int i = 0; i < NN; ++i) l[i] = cl[i];
+  if (cr != r) detail::copy<N, W, Mul>(cr, r);
+  if (cl != l) detail::copy<N, W, Mul>(cl, l);
   (void)t;
   return s;
 }
