@@ -356,6 +356,59 @@ TEST_CASE("cuda: reductions over several chunks, dropout's accumulating backward
   }
 }
 
+TEST_CASE("cuda: the multi-tensor optimizer kernels give the per-tensor updates", "[cuda][parity]") {
+  // 30 tensors (two launches of 24), an empty one, one past the 1024 blocks of a launch (grid stride): Adam, the
+  // clipping scale and the zeroing against the CPU's per-tensor loops, which run the same element bodies.
+  const std::vector<Index> sizes = {5, 0, 300000, 1, 256, 257, 4096, 33, 17, 1000, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                    11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 999};
+  const int n = int(sizes.size());
+  std::vector<std::vector<float>> theta[2], m[2], v[2], g(sizes.size());
+  std::vector<Tensor> dev_t, dev_m, dev_v, dev_g;
+  std::vector<kernels::AdamTensor<float>> cpu_ts, gpu_ts;
+  kernels::AdamStep<float> a{};
+  a.beta1 = 0.9f, a.beta2 = 0.999f, a.one_minus_beta1 = 0.1f, a.one_minus_beta2 = 0.001f, a.eps = 1e-8f;
+  a.inv_bc2_sqrt = 1.3f, a.decoupled = true;
+  for (int k = 0; k < n; ++k) {
+    const Index sz = sizes[std::size_t(k)];
+    for (int d = 0; d < 2; ++d) {
+      theta[d].push_back(randn(sz, 200 + std::uint64_t(k)));
+      m[d].push_back(randn(sz, 300 + std::uint64_t(k), 0.1f));
+      v[d].push_back(randn(sz, 400 + std::uint64_t(k), 0.1f));
+      for (float& x : v[d].back()) x = x * x;
+    }
+    g[std::size_t(k)] = randn(sz, 500 + std::uint64_t(k));
+    a.step_size = 1e-3f * float(k + 1), a.decay = 1.f - 1e-4f * float(k), a.has_weight_decay = k % 2 == 0;
+    cpu_ts.push_back({theta[0][std::size_t(k)].data(), g[std::size_t(k)].data(), m[0][std::size_t(k)].data(),
+                      v[0][std::size_t(k)].data(), sz, a});
+    const Shape sh{sz};
+    dev_t.push_back(Tensor::from(sh, theta[1][std::size_t(k)], Device::cuda));
+    dev_m.push_back(Tensor::from(sh, m[1][std::size_t(k)], Device::cuda));
+    dev_v.push_back(Tensor::from(sh, v[1][std::size_t(k)], Device::cuda));
+    dev_g.push_back(Tensor::from(sh, g[std::size_t(k)], Device::cuda));
+    gpu_ts.push_back({dev_t.back().data(), dev_g.back().data(), dev_m.back().data(), dev_v.back().data(), sz, a});
+  }
+  cpu::adam_update_many(cpu_ts.data(), n);
+  cuda::Ops::adam_update_many(gpu_ts.data(), n);
+  for (int k = 0; k < n; ++k) {
+    INFO("tensor " << k << " of " << sizes[std::size_t(k)]);
+    CHECK_ERR(scaled_err(dev_t[std::size_t(k)].to_vector(), theta[0][std::size_t(k)]), 1e-6);
+    CHECK_ERR(scaled_err(dev_m[std::size_t(k)].to_vector(), m[0][std::size_t(k)]), 1e-6);
+    CHECK_ERR(scaled_err(dev_v[std::size_t(k)].to_vector(), v[0][std::size_t(k)]), 1e-6);
+  }
+  // scale_many then fill_many on the gradients: scaled exactly (one multiplication each), then every element 0.
+  std::vector<float*> xs;
+  for (auto& t : dev_g) xs.push_back(t.data());
+  cuda::Ops::scale_many(xs.data(), sizes.data(), n, 0.25f);
+  for (int k = 0; k < n; ++k) {
+    std::vector<float> want = g[std::size_t(k)];
+    for (float& x : want) x *= 0.25f;
+    CHECK(dev_g[std::size_t(k)].to_vector() == want);
+  }
+  cuda::Ops::fill_many(xs.data(), sizes.data(), n, 0.f);
+  for (int k = 0; k < n; ++k)
+    CHECK(dev_g[std::size_t(k)].to_vector() == std::vector<float>(std::size_t(sizes[std::size_t(k)]), 0.f));
+}
+
 TEST_CASE("cuda: the grid-stride loop covers launches larger than the grid", "[cuda]") {
   // grid_for caps a launch at 65535·8 blocks of 256 threads: 134 215 680 elements; beyond that every thread
   // takes more than one. Exact values (small integers and halves), so every element is checked exactly.

@@ -61,9 +61,7 @@ class ParamsT {
     for (const auto& p : list_) n += p.numel();
     return n;
   }
-  void zero_grad() const {
-    for (const auto& p : list_) p.zero_grad();
-  }
+  void zero_grad() const { zero_grads(list_); }
   // Moves every parameter to `device` (before an optimizer is made for them: its state follows the parameters'
   // device). Parameters over storage owned elsewhere stay on the host: the position encoding's, from which it
   // computes its tables on the host (the engine copies the tables to the device).

@@ -106,19 +106,28 @@ class AdamT {
     a.one_minus_beta1 = S(1.0 - cfg_.beta1), a.one_minus_beta2 = S(1.0 - cfg_.beta2);
     a.eps = S(cfg_.eps), a.inv_bc2_sqrt = S(1.0 / bc2_sqrt);
     a.decoupled = cfg_.decoupled;
-    for (auto& s : states_) {
-      const double lr = lr_ * s.lr_scale;
-      a.step_size = S(lr / bc1);
-      a.decay = S(1.0 - lr * s.weight_decay);  // AdamW
-      a.l2 = S(s.weight_decay);                 // Adam
-      a.has_weight_decay = s.weight_decay != 0.0;
-      S* g = s.param.grad().data();
-      LIERE_DISPATCH(S, s.param.device(), adam_update, s.param.data(), g, s.m.data(), s.v.data(), s.param.numel(), a);
+    // One multi-tensor call per run of parameters on the same device (on a GPU a launch per 24 parameters).
+    std::vector<kernels::AdamTensor<S>> ts;
+    for (std::size_t i = 0; i < states_.size();) {
+      const Device dev = states_[i].param.device();
+      ts.clear();
+      for (; i < states_.size() && states_[i].param.device() == dev; ++i) {
+        const State& s = states_[i];
+        const double lr = lr_ * s.lr_scale;
+        a.step_size = S(lr / bc1);
+        a.decay = S(1.0 - lr * s.weight_decay);  // AdamW
+        a.l2 = S(s.weight_decay);                 // Adam
+        a.has_weight_decay = s.weight_decay != 0.0;
+        ts.push_back({s.param.data(), s.param.grad().data(), s.m.data(), s.v.data(), s.param.numel(), a});
+      }
+      LIERE_DISPATCH(S, dev, adam_update_many, ts.data(), int(ts.size()));
     }
   }
 
   void zero_grad() {
-    for (auto& s : states_) s.param.zero_grad();
+    std::vector<ParameterT<S>> ps;
+    for (const auto& s : states_) ps.push_back(s.param);
+    zero_grads(ps);
   }
 
   double lr() const { return lr_; }

@@ -25,24 +25,15 @@ double grad_sum_squares(const ParameterT<S>& p) {
 }
 }  // namespace detail
 
-// One backend call per run of parameters on the same device: on a GPU one read of the device for all of them
-// (one per parameter synchronised the step 151 times for ViT-Tiny). The same sums in the same order as adding
-// grad_sum_squares parameter by parameter.
+// One backend call per run of parameters on the same device (for_grad_runs): on a GPU one read of the device for
+// all of them (one per parameter synchronised the step 151 times for ViT-Tiny). The same sums in the same order as
+// adding grad_sum_squares parameter by parameter.
 template <class S>
 double grad_norm(const std::vector<ParameterT<S>>& params) {
   double total = 0.0;
-  std::vector<const S*> xs;
-  std::vector<Index> ns;
-  for (std::size_t i = 0; i < params.size();) {
-    const Device dev = params[i].device();
-    xs.clear();
-    ns.clear();
-    for (; i < params.size() && params[i].device() == dev; ++i) {
-      xs.push_back(params[i].grad().data());
-      ns.push_back(params[i].numel());
-    }
-    total += LIERE_DISPATCH(S, dev, sum_squares_many, xs.data(), ns.data(), int(xs.size()));
-  }
+  for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
+    total += LIERE_DISPATCH(S, dev, sum_squares_many, xs, ns, count);
+  });
   return std::sqrt(total);
 }
 
@@ -81,13 +72,10 @@ double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm,
     return norm;
   }
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    const S c = S(coef);
-    for (const auto& p : params) {
-      S* g = p.grad().data();
-      LIERE_DISPATCH(S, p.device(), scale, g, p.numel(), c);
-    }
-  }
+  if (coef < 1.0)
+    for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
+      LIERE_DISPATCH(S, dev, scale_many, xs, ns, count, S(coef));
+    });
   return norm;
 }
 

@@ -27,6 +27,11 @@ void fill(S* p, Index n, S v) {
 #pragma omp parallel for schedule(static) if (n > kCopyGrain)
   for (Index i = 0; i < n; ++i) p[i] = v;
 }
+// fill of many tensors (zeroing every gradient: one call per device, cuda::Ops::fill_many a launch per 24).
+template <class S>
+void fill_many(S* const* xs, const Index* ns, int count, S v) {
+  for (int k = 0; k < count; ++k) fill(xs[k], ns[k], v);
+}
 
 template <class S>
 void copy(S* dst, const S* src, Index n) {

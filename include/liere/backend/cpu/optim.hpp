@@ -5,6 +5,8 @@
 //   sum_squares    Σ x_i² in double; chunks of 8192 summed in parallel and added in order (thread-count
 //                  independent)
 //   scale          x *= c
+//   *_many         the same for a list of tensors (sum_squares_many: their total, added in order): one call per
+//                  device for all the parameters
 #pragma once
 
 #include <liere/backend/cpu/common.hpp>
@@ -53,5 +55,17 @@ void scale(S* x, Index n, S c) {
 #pragma omp parallel for schedule(static) if (n > kGrain)
   for (Index i = 0; i < n; ++i) x[i] *= c;
 }
+
+// The multi-tensor forms of the optimizer's per-parameter ops, one call for every parameter of a device (the CUDA
+// side launches once per kernels::kMultiTensor tensors instead of once per parameter): the same updates.
+template <class S>
+void adam_update_many(const kernels::AdamTensor<S>* ts, int count) {
+  for (int k = 0; k < count; ++k) adam_update(ts[k].theta, ts[k].g, ts[k].m, ts[k].v, ts[k].n, ts[k].step);
+}
+template <class S>
+void scale_many(S* const* xs, const Index* ns, int count, S c) {
+  for (int k = 0; k < count; ++k) scale(xs[k], ns[k], c);
+}
+
 
 }  // namespace liere::cpu

@@ -78,6 +78,10 @@ struct Ops {
   static double sum_squares(const float* x, Index n);
   // Σ_k sum_squares(xs[k], ns[k]) in k order (the same numbers), one synchronising read for all the tensors.
   static double sum_squares_many(const float* const* xs, const Index* ns, int count);
+  // The multi-tensor forms (optim.cu): adam_update, scale and fill of many tensors, a launch per 24 tensors.
+  static void adam_update_many(const kernels::AdamTensor<float>* ts, int count);
+  static void scale_many(float* const* xs, const Index* ns, int count, float c);
+  static void fill_many(float* const* xs, const Index* ns, int count, float v);
   static void scale(float* x, Index n, float c);
 
   // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //   gather      q̂, k̂, v (B, H, T, D) from the packed qkv rows: q̂ = R(t)·q blockwise (kernels::rotate_entry, one
 //               thread per output element, every block size), tokens < f and heads without a table copied
 //   S = Q̂ K̂ᵀ / √D      cublasSgemmStridedBatched over the B·H heads
-//   P = softmax(S)      one thread per row, kernels::softmax_row (masked keys excluded)
+//   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
@@ -98,14 +98,18 @@ __global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std:
   }
 }
 
+// A warp per row (common.cuh: launched over rows · kWarp threads).
 __global__ void k_softmax(float* p, const std::uint8_t* mask, int T, int H, Index rows) {
-  LIERE_CUDA_LOOP(r, rows) {
-    const Index b = r / (Index(T) * H);
-    kernels::softmax_row(p + r * T, T, mask ? mask + b * T : nullptr);
+  LIERE_CUDA_LOOP(t, rows * kWarp) {
+    const Index r = t / kWarp, b = r / (Index(T) * H);
+    kernels::softmax_row<kWarp>(p + r * T, T, mask ? mask + b * T : nullptr, int(t % kWarp), WarpMax{}, WarpSum{});
   }
 }
 __global__ void k_softmax_backward(const float* p, float* dp, int T, float scale, Index rows) {
-  LIERE_CUDA_LOOP(r, rows) kernels::softmax_row_backward(p + r * T, dp + r * T, T, scale);
+  LIERE_CUDA_LOOP(t, rows * kWarp) {
+    const Index r = t / kWarp;
+    kernels::softmax_row_backward<kWarp>(p + r * T, dp + r * T, T, scale, int(t % kWarp), WarpSum{});
+  }
 }
 
 // (B, H, T, D) → rows `ld` apart in (B, T, ·): y[b, t, h·D + i] (= or +=) x[b, h, t, i], and the reverse.
@@ -256,7 +260,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     maskb = DeviceBlock(std::size_t(rows));
     LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
   }
-  LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
+  LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
   DeviceBlock ob = floats(n);
   gemm(false, false, TI, DI, TI, 1.f, p, TI, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
   LIERE_CUDA_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
@@ -290,7 +294,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   LIERE_CUDA_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
   if (dv) gemm(true, false, TI, DI, TI, 1.f, P, TI, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
   gemm(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TI, {BH, TD, TD, TT});
-  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T, P, dp, T, scale, Index(B) * H * T);
+  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, scale, Index(B) * H * T);
   gemm(false, false, TI, DI, TI, 1.f, dp, TI, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
   gemm(true, false, TI, DI, TI, 1.f, dp, TI, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
 

@@ -64,4 +64,31 @@ inline unsigned grid_for(Index n) {
       LIERE_CUDA_LAUNCH_AS(#kernel, kernel, ::liere::cuda::grid_for(n), ::liere::cuda::kThreads, __VA_ARGS__); \
   } while (0)
 
+// A warp per row (the shared bodies' Lanes = 32, kernels/lanes.hpp). Such a kernel loops over n·kWarp threads
+// (LIERE_CUDA_LAUNCH(k, n * kWarp, …): blocks of kThreads = 8 warps, the loop's bound and stride multiples of 32),
+// so the 32 lanes of a warp take the same row and stay together for the shuffles; thread t is lane t % 32 of row
+// t / 32. WarpSum and WarpMax give every lane the warp's total (xor shuffles at offsets 16, 8, …, 1: the order of
+// kernels::lane_tree_sum, the same bits on every lane).
+#ifdef __CUDACC__
+inline constexpr int kWarp = 32;
+static_assert(kThreads % kWarp == 0, "a block is whole warps");
+struct WarpSum {
+  template <class A>
+  __device__ A operator()(A v) const {
+    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+};
+struct WarpMax {  // the larger of each pair (a NaN lane's value is dropped, as in the bodies' own comparisons)
+  template <class A>
+  __device__ A operator()(A v) const {
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+      const A u = __shfl_xor_sync(0xffffffffu, v, o);
+      v = u > v ? u : v;
+    }
+    return v;
+  }
+};
+#endif
+
 }  // namespace liere::cuda

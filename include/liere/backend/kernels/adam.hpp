@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <liere/core/config.hpp>
+#include <liere/core/index.hpp>
 
 namespace liere::kernels {
 
@@ -18,6 +19,17 @@ struct AdamStep {
   S decay;      // 1 − lr λ (AdamW)
   S l2;         // λ (Adam)
   bool decoupled, has_weight_decay;
+};
+
+// One parameter's update (the multi-tensor form: cpu/cuda adam_update_many).
+template <class S>
+struct AdamTensor {
+  S* theta;
+  const S* g;
+  S* m;
+  S* v;
+  Index n;
+  AdamStep<S> step;
 };
 
 template <class S>
