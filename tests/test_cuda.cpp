@@ -150,6 +150,8 @@ TEST_CASE("cuda: elementwise, token and loss ops match the CPU", "[cuda][parity]
   check_op("add", {{3, 70}, {3, 70}}, [](Tape& t, auto& v) { return ops::add(t, v[0], v[1]); });
   check_op("add(x, x)", {{300}}, [](Tape& t, auto& v) { return ops::add(t, v[0], v[0]); });
   check_op("add_broadcast", {{4, 5, 7}, {5, 7}}, [](Tape& t, auto& v) { return ops::add_broadcast(t, v[0], v[1]); });
+  // The column sum over 1100 rows: 35 chunks of 32, more than the finish's 32 lanes.
+  check_op("add_broadcast, many rows", {{1100, 9}, {9}}, [](Tape& t, auto& v) { return ops::add_broadcast(t, v[0], v[1]); });
   check_op("mul", {{513}, {513}}, [](Tape& t, auto& v) { return ops::mul(t, v[0], v[1]); });
   check_op("scale", {{77}}, [](Tape& t, auto& v) { return ops::scale(t, v[0], 0.37f); });
   check_op("sum", {{5000}}, [](Tape& t, auto& v) { return ops::sum(t, v[0]); }, kOpTol, true);
@@ -159,6 +161,9 @@ TEST_CASE("cuda: elementwise, token and loss ops match the CPU", "[cuda][parity]
   check_op("dropout p=1", {{100}}, [](Tape& t, auto& v) { return ops::dropout(t, v[0], 1.0); });
   check_op("layernorm", {{300, 48}, {48}, {48}}, [](Tape& t, auto& v) { return ops::layernorm(t, v[0], v[1], v[2], 1e-6); });
   check_op("layernorm wide", {{70, 768}, {768}, {768}}, [](Tape& t, auto& v) { return ops::layernorm(t, v[0], v[1], v[2]); });
+  // C odd (the rows not float4: the kernels' V = 1 form), N not a multiple of a block's 8 warps, 35 chunks of dγ, dβ
+  // (more than the finish's 32 lanes).
+  check_op("layernorm odd width", {{1101, 37}, {37}, {37}}, [](Tape& t, auto& v) { return ops::layernorm(t, v[0], v[1], v[2]); });
   check_op("linear", {{2, 33, 24}, {40, 24}, {40}}, [](Tape& t, auto& v) { return ops::linear(t, v[0], v[1], v[2]); });
   check_op("linear, no bias", {{600, 64}, {30, 64}}, [](Tape& t, auto& v) { return ops::linear(t, v[0], v[1]); });
   check_op("prepend_token", {{3, 5, 8}, {1, 1, 8}}, [](Tape& t, auto& v) { return ops::prepend_token(t, v[0], v[1]); });

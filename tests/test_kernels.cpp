@@ -20,10 +20,14 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <barrier>
 #include <climits>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace liere;
@@ -42,6 +46,54 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
   return e;
 }
+
+// A warp's xor-shuffle sum written out (v += shfl_xor(v, o) for o = L/2, …, 1, all lanes at once): every lane's value
+// afterwards. The CUDA kernels' WarpSum; kernels::lane_tree_sum claims lane 0's bits (and, by a + b = b + a, all).
+template <int L, class A>
+std::array<A, L> xor_shuffle_sum(std::array<A, L> v) {
+  for (int o = L / 2; o > 0; o /= 2) {
+    std::array<A, L> w;
+    for (int l = 0; l < L; ++l) w[std::size_t(l)] = v[std::size_t(l)] + v[std::size_t(l ^ o)];
+    v = w;
+  }
+  return v;
+}
+
+// The GPU's warp-per-row kernels on the CPU: L threads, one per lane, each running the shared row body as that lane;
+// the body's `sum` is the xor-shuffle sum done by the threads themselves (each step: publish, wait for all, read the
+// partner, wait again). Records whether any lane ever ended a sum with other bits than lane 0.
+template <int L>
+struct ThreadWarp {
+  std::barrier<> bar{L};
+  std::array<double, L> slot{};
+  std::array<int, L> mismatch{};
+  struct Sum {
+    ThreadWarp* w;
+    int lane;
+    template <class A>
+    A operator()(A v) const {
+      for (int o = L / 2; o > 0; o /= 2) {
+        w->slot[std::size_t(lane)] = double(v);
+        w->bar.arrive_and_wait();
+        const A partner = A(w->slot[std::size_t(lane ^ o)]);
+        w->bar.arrive_and_wait();
+        v += partner;
+      }
+      w->slot[std::size_t(lane)] = double(v);  // every lane's total, compared with lane 0's
+      w->bar.arrive_and_wait();
+      if (w->slot[std::size_t(lane)] != w->slot[0]) w->mismatch[std::size_t(lane)] = 1;
+      w->bar.arrive_and_wait();
+      return v;
+    }
+  };
+  // f(lane, Sum) on L threads; f must call Sum the same number of times on every lane (as a warp must).
+  template <class F>
+  void run(F f) {
+    std::vector<std::thread> t;
+    for (int l = 0; l < L; ++l) t.emplace_back([this, f, l] { f(l, Sum{this, l}); });
+    for (auto& th : t) th.join();
+  }
+};
 }  // namespace
 
 TEST_CASE("kernels: rotate_entry / rotate_backward_entry (one thread per element on the GPU) match cpu::rotate", "[kernels]") {
@@ -153,8 +205,9 @@ TEST_CASE("kernels: patch_source (the GPU's im2col) and the CPU's im2col / col2i
 }
 
 TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the CPU kernel's bits", "[kernels]") {
-  // N not a multiple of the chunk (64 rows): a short last chunk. dγ, dβ start non-zero: both accumulate.
-  const Index N = GENERATE(Index(1), Index(64), Index(150)), C = 37;
+  // N not a multiple of the chunk (32 rows): a short last chunk; 1100 rows: 35 chunks, more than the finish's 32
+  // lanes. dγ, dβ start non-zero: both accumulate.
+  const Index N = GENERATE(Index(1), Index(64), Index(150), Index(1100)), C = 37;
   INFO("N " << N);
   const std::vector<float> x = randn(std::size_t(N * C), 11), dy = randn(x.size(), 12), gamma = randn(std::size_t(C), 13),
                            beta = randn(std::size_t(C), 14), dg0 = randn(std::size_t(C), 15), db0 = randn(std::size_t(C), 16);
@@ -163,14 +216,24 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   std::vector<float> dg = dg0, db = db0, part(std::size_t(kernels::layernorm_backward_scratch(N, C)));
   cpu::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), nullptr, dg.data(), db.data(),
                           part.data(), N, C);
-  // The CUDA kernels' decomposition: one thread per (chunk, column), then one per column; the threads in another
-  // order than the CPU's loops (the last first), as a GPU may run them.
+  // The CUDA kernels' decomposition: one thread per (chunk, column), then one warp per column (each lane its
+  // chunks, then the xor-shuffle sum); the threads in another order than the CPU's loops (the last first), as a GPU
+  // may run them.
   std::vector<float> dg_gpu = dg0, db_gpu = db0, part_gpu(part.size(), -1.f);
   const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
   for (Index idx = nch * C - 1; idx >= 0; --idx)
     kernels::layernorm_params_chunk(x.data(), mean.data(), rstd.data(), dy.data(), part_gpu.data(), N, C, idx / C,
                                     idx % C, idx % C + 1);
-  for (Index i = 0; i < C; ++i) kernels::layernorm_params_finish(part_gpu.data(), N, C, i, dg_gpu.data(), db_gpu.data());
+  constexpr int L = kernels::kReduceLanes;
+  for (Index i = 0; i < C; ++i) {
+    std::array<double, L> sg, sb;
+    for (int l = L - 1; l >= 0; --l)
+      kernels::layernorm_params_lane(part_gpu.data(), N, C, i, l, sg[std::size_t(l)], sb[std::size_t(l)]);
+    const auto tg = xor_shuffle_sum<L>(sg), tb = xor_shuffle_sum<L>(sb);
+    for (int l = 1; l < L; ++l) REQUIRE((tg[std::size_t(l)] == tg[0] && tb[std::size_t(l)] == tb[0]));
+    dg_gpu[std::size_t(i)] += float(tg[0]);
+    db_gpu[std::size_t(i)] += float(tb[0]);
+  }
   CHECK(dg_gpu == dg);
   CHECK(db_gpu == db);
   // And the sums themselves, in double: dγ += Σ_n dy ⊙ x̂, dβ += Σ_n dy.
@@ -186,15 +249,77 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   }
 }
 
+TEST_CASE("kernels: LayerNorm rows as the GPU's warp (32 lanes, float4 groups) match the CPU's rows", "[kernels]") {
+  // The row bodies with Lanes = 32 on 32 threads whose `sum` is the warp's xor-shuffle sum done by hand, against
+  // cpu::layernorm_forward / layernorm_backward (Lanes = 1). C = 192 (ViT-Tiny; V = 4: 48 groups, lanes with one and
+  // with two; and V = 1), 8 (V = 4: fewer groups than lanes), 37 (V = 1: odd), 5 (fewer columns than lanes).
+  // dx starts non-zero: it accumulates.
+  const auto [C, V] = GENERATE(std::pair<Index, int>{192, 4}, std::pair<Index, int>{192, 1},
+                               std::pair<Index, int>{8, 4}, std::pair<Index, int>{37, 1}, std::pair<Index, int>{5, 1});
+  const Index N = 6;
+  INFO("C " << C << " V " << V);
+  std::vector<float> x = randn(std::size_t(N * C), 41);
+  const std::vector<float> dy = randn(x.size(), 42), gamma = randn(std::size_t(C), 43), beta = randn(std::size_t(C), 44),
+                           dx0 = randn(x.size(), 45);
+  for (Index n = 0; n < N; ++n)  // rows of different means and scales
+    for (Index i = 0; i < C; ++i) x[std::size_t(n * C + i)] = float(n - 2) + float(n + 1) * x[std::size_t(n * C + i)];
+  std::vector<float> y(x.size()), mean(static_cast<std::size_t>(N)), rstd(static_cast<std::size_t>(N)), dx = dx0;
+  cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), N, C);
+  cpu::layernorm_backward(x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), dx.data(), nullptr, nullptr,
+                          nullptr, N, C);
+
+  std::vector<float> yw(x.size(), -7.f), meanw(static_cast<std::size_t>(N), -7.f), rstdw(static_cast<std::size_t>(N), -7.f),
+      dxw = dx0;
+  const float inv_c = 1.f / float(double(C)), eps = float(kernels::kLayerNormEps);
+  ThreadWarp<32> warp;
+  const Index c = C;
+  const int v = V;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    for (Index n = 0; n < N; ++n) {  // a warp's grid-stride loop over rows: every lane takes every row
+      const float* xr = x.data() + n * c;
+      if (v == 4) {
+        kernels::layernorm_row_forward<32, 4>(xr, gamma.data(), beta.data(), yw.data() + n * c, meanw.data() + n,
+                                              rstdw.data() + n, c, inv_c, eps, lane, sum);
+      } else {
+        kernels::layernorm_row_forward<32, 1>(xr, gamma.data(), beta.data(), yw.data() + n * c, meanw.data() + n,
+                                              rstdw.data() + n, c, inv_c, eps, lane, sum);
+      }
+    }
+  });
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {  // a second kernel, as on the GPU: μ and r written by lane 0
+    for (Index n = 0; n < N; ++n) {
+      const float* xr = x.data() + n * c;
+      if (v == 4) {
+        kernels::layernorm_row_dx<32, 4>(xr, gamma.data(), meanw[std::size_t(n)], rstdw[std::size_t(n)],
+                                         dy.data() + n * c, dxw.data() + n * c, c, inv_c, lane, sum);
+      } else {
+        kernels::layernorm_row_dx<32, 1>(xr, gamma.data(), meanw[std::size_t(n)], rstdw[std::size_t(n)],
+                                         dy.data() + n * c, dxw.data() + n * c, c, inv_c, lane, sum);
+      }
+    }
+  });
+  for (int l = 0; l < 32; ++l) CHECK(warp.mismatch[std::size_t(l)] == 0);  // every lane's sums: lane 0's bits
+  // Every element written (the −7 sentinels gone) and equal to the CPU's to float rounding: the lanes add the same
+  // numbers in another order.
+  for (std::size_t k = 0; k < y.size(); ++k) REQUIRE(std::abs(yw[k] - y[k]) <= 2e-6f * (1 + std::abs(y[k])));
+  for (std::size_t k = 0; k < dx.size(); ++k) REQUIRE(std::abs(dxw[k] - dx[k]) <= 2e-6f * (1 + std::abs(dx[k])));
+  for (Index n = 0; n < N; ++n) {
+    REQUIRE(std::abs(meanw[std::size_t(n)] - mean[std::size_t(n)]) <= 2e-6f * (1 + std::abs(mean[std::size_t(n)])));
+    REQUIRE(std::abs(rstdw[std::size_t(n)] - rstd[std::size_t(n)]) <= 2e-6f * rstd[std::size_t(n)]);
+  }
+}
+
 TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumulate's bits", "[kernels]") {
-  // Rows: one short chunk, exactly one, three with a short last (256 rows each); columns over two of the CPU's
-  // column blocks of 64; rows strided (lda > C); out starts non-zero: the sums accumulate.
-  const Index N = GENERATE(Index(5), Index(256), Index(600)), C = 70, lda = C + 3;
+  // Rows: one short chunk, exactly one, several with a short last (32 rows each), more chunks (35) than the
+  // finish's 32 lanes; columns over two of the CPU's column blocks of 64; rows strided (lda > C); out starts
+  // non-zero: the sums accumulate.
+  const Index N = GENERATE(Index(5), Index(32), Index(600), Index(1100)), C = 70, lda = C + 3;
   INFO("N " << N);
   const std::vector<float> a = randn(std::size_t(N * lda), 21), out0 = randn(std::size_t(C), 22);
   std::vector<float> out = out0;
   cpu::colsum_accumulate(a.data(), N, C, lda, out.data());
-  // The CUDA kernels' decomposition, threads in reverse order: one per (chunk, column), then one per column.
+  // The CUDA kernels' decomposition, threads in reverse order: one per (chunk, column), then one warp per column
+  // (each lane its chunks in order, then the xor-shuffle sum).
   const Index nch = (N + kernels::kColSumChunk - 1) / kernels::kColSumChunk;
   std::vector<float> part(std::size_t(nch * C), -1.f), out_gpu = out0;
   for (Index idx = nch * C - 1; idx >= 0; --idx) {
@@ -202,7 +327,18 @@ TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumula
     kernels::colsum_rows(a.data(), lda, ch * kernels::kColSumChunk, std::min(N, (ch + 1) * kernels::kColSumChunk), c,
                          c + 1, part.data() + idx);
   }
-  for (Index c = C - 1; c >= 0; --c) kernels::colsum_finish(part.data(), nch, C, c, out_gpu.data());
+  constexpr int L = kernels::kReduceLanes;
+  for (Index c = C - 1; c >= 0; --c) {
+    std::array<double, L> v;
+    for (int l = L - 1; l >= 0; --l) v[std::size_t(l)] = kernels::colsum_lane(part.data(), nch, C, c, l);
+    const auto t = xor_shuffle_sum<L>(v);
+    for (int l = 1; l < L; ++l) REQUIRE(t[std::size_t(l)] == t[0]);
+    out_gpu[std::size_t(c)] += float(t[0]);
+  }
+  // colsum_finish (lane_tree_sum, the lanes one after another) gives the same bits.
+  std::vector<float> out_fin = out0;
+  for (Index c = 0; c < C; ++c) kernels::colsum_finish(part.data(), nch, C, c, out_fin.data());
+  CHECK(out_fin == out);
   CHECK(out_gpu == out);
   for (Index c = 0; c < C; ++c) {  // and the sums themselves, in double
     double s = out0[std::size_t(c)];

@@ -8,8 +8,8 @@
 //   dx += r · (g − mean(g) − x̂ · mean(g ⊙ x̂))
 //   dγ += Σ_n dy ⊙ x̂,   dβ += Σ_n dy
 // (from ∂x̂_j/∂x_i = r(δ_ij − 1/C − x̂_i x̂_j / C)). Rows run in parallel; dγ and dβ are summed per fixed
-// chunk of 64 rows and the chunks added in order (in double for float), so the result does not depend on the
-// thread count.
+// chunk of kernels::kLayerNormChunk rows and the chunks added in a fixed order (kernels::layernorm_params_finish,
+// in double for float), so the result does not depend on the thread count.
 // Template on the scalar: float for training, double (and dual numbers in the tests) for checking.
 #pragma once
 

@@ -116,7 +116,8 @@ struct Ops {
 };
 
 // ---- what the ops share inside the backend ---------------------------------------------------------------------
-// out (C) += Σ_n a[n, :], a (N, C) with row stride lda; partial sums over fixed chunks of rows, added in order.
+// out (C) += Σ_n a[n, :], a (N, C) with row stride lda; partial sums over fixed chunks of rows, added in a fixed
+// order (kernels/reduce.hpp: the CPU's bits).
 void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out);
 
 // The one cuBLAS wrapper (linear.cu): row-major C (M, N) = alpha · op(A) · op(B) + beta · C, like cpu::gemm

@@ -11,6 +11,8 @@
 #include <liere/backend/kernels/reduce.hpp>
 
 #include <climits>
+#include <cstdint>
+#include <initializer_list>
 
 namespace liere::cuda {
 
@@ -89,8 +91,25 @@ __global__ void k_sum_in_order(const double* part, Index n, double* out) {
   out[0] = a;
 }
 
-// colsum (kernels/reduce.hpp): the chunks' sums, one thread per (chunk, column), then the chunks in order, one thread
-// per column: the CPU kernel's sums.
+// A warp's lanes add a value and each gets the total: xor shuffles at offsets 16, 8, …, 1, the order of
+// kernels::lane_tree_sum (every lane ends with the same bits). Called by all 32 lanes of a warp together.
+constexpr int kWarp = 32;
+static_assert(kernels::kReduceLanes == kWarp, "the finishes' lanes are a warp");
+struct WarpSum {
+  template <class A>
+  __device__ A operator()(A v) const {
+    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+};
+// Kernels with one warp per row or column loop over n·kWarp threads (LIERE_CUDA_LAUNCH(k, n * kWarp, …): blocks of
+// kThreads = 8 warps, the loop's bound and stride multiples of 32), so the 32 lanes of a warp take the same item and
+// stay together for the shuffles; thread t is lane t % 32 of item t / 32.
+static_assert(kThreads % kWarp == 0, "a block is whole warps");
+
+// colsum (kernels/reduce.hpp): the chunks' sums, one thread per (chunk, column) (adjacent threads, adjacent
+// columns), then one warp per column: lane l sums chunks l, l + 32, … in order, the warp's shuffle sum adds the
+// lanes: the CPU kernel's sums.
 using kernels::kColSumChunk;
 __global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float* part) {
   const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
@@ -101,7 +120,12 @@ __global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float
   }
 }
 __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* out) {
-  LIERE_CUDA_LOOP(c, C) kernels::colsum_finish(part, nch, C, c, out);
+  LIERE_CUDA_LOOP(t, C * kWarp) {
+    const Index c = t / kWarp;
+    const int lane = int(t % kWarp);
+    const double s = WarpSum{}(kernels::colsum_lane(part, nch, C, c, lane));
+    if (lane == 0) out[c] += float(s);
+  }
 }
 
 __global__ void k_gelu(const float* x, float* y, Index n) {
@@ -183,16 +207,36 @@ __global__ void k_scale_inplace(float* x, Index n, float c) {
   LIERE_CUDA_LOOP(i, n) x[i] *= c;
 }
 
+// LayerNorm rows: one warp per row (kernels/layernorm.hpp with Lanes = 32 and the warp's shuffle sum), V = 4
+// (float4 loads and stores) when every row and γ, β are 16-byte aligned, else V = 1.
+template <int V>
 __global__ void k_layernorm(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
                             Index C, float inv_c, float eps) {
-  LIERE_CUDA_LOOP(n, N) kernels::layernorm_row_forward(x + n * C, g, b, y + n * C, mean + n, rstd + n, C, inv_c, eps);
+  LIERE_CUDA_LOOP(t, N * kWarp) {
+    const Index n = t / kWarp;
+    kernels::layernorm_row_forward<kWarp, V>(x + n * C, g, b, y + n * C, mean + n, rstd + n, C, inv_c, eps,
+                                             int(t % kWarp), WarpSum{});
+  }
 }
+template <int V>
 __global__ void k_layernorm_dx(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
                                float* dx, Index N, Index C, float inv_c) {
-  LIERE_CUDA_LOOP(n, N) kernels::layernorm_row_dx(x + n * C, g, mean[n], rstd[n], dy + n * C, dx + n * C, C, inv_c);
+  LIERE_CUDA_LOOP(t, N * kWarp) {
+    const Index n = t / kWarp;
+    kernels::layernorm_row_dx<kWarp, V>(x + n * C, g, mean[n], rstd[n], dy + n * C, dx + n * C, C, inv_c,
+                                        int(t % kWarp), WarpSum{});
+  }
 }
-// dγ, dβ: the chunk sums (kernels::layernorm_params_chunk), one thread per (chunk, column), then the chunks in
-// order, one thread per column: the CPU kernel's sums.
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+// Whether the rows of width C at these pointers can be read as float4 (C % 4 == 0, every base 16-byte aligned).
+bool rows_float4(Index C, std::initializer_list<const float*> ps) {
+  if (C % 4 != 0) return false;
+  for (const float* p : ps)
+    if (!aligned16(p)) return false;
+  return true;
+}
+// dγ, dβ: the chunk sums (kernels::layernorm_params_chunk), one thread per (chunk, column), then one warp per column
+// (kernels::layernorm_params_lane, then the shuffle sum): the CPU kernel's sums.
 __global__ void k_layernorm_params_part(const float* x, const float* mean, const float* rstd, const float* dy, Index N,
                                         Index C, float* part) {
   const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
@@ -201,7 +245,18 @@ __global__ void k_layernorm_params_part(const float* x, const float* mean, const
   }
 }
 __global__ void k_layernorm_params_finish(const float* part, Index N, Index C, float* dg, float* db) {
-  LIERE_CUDA_LOOP(i, C) kernels::layernorm_params_finish(part, N, C, i, dg, db);
+  LIERE_CUDA_LOOP(t, C * kWarp) {
+    const Index i = t / kWarp;
+    const int lane = int(t % kWarp);
+    double sg, sb;
+    kernels::layernorm_params_lane(part, N, C, i, lane, sg, sb);
+    sg = WarpSum{}(sg);
+    sb = WarpSum{}(sb);
+    if (lane == 0) {
+      if (dg) dg[i] += float(sg);
+      if (db) db[i] += float(sb);
+    }
+  }
 }
 
 }  // namespace
@@ -235,7 +290,7 @@ void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) 
   const Index nch = (N + kColSumChunk - 1) / kColSumChunk;
   const DeviceBlock part(std::size_t(nch * C) * sizeof(float));
   LIERE_CUDA_LAUNCH(k_colsum_part, nch * C, a, N, C, lda, part.get<float>());
-  LIERE_CUDA_LAUNCH(k_colsum_finish, C, part.get<float>(), nch, C, out);
+  LIERE_CUDA_LAUNCH(k_colsum_finish, C * kWarp, part.get<float>(), nch, C, out);
 }
 
 void Ops::gelu_forward(const float* x, float* y, Index n) { LIERE_CUDA_LAUNCH(k_gelu, n, x, y, n); }
@@ -319,15 +374,23 @@ void Ops::scale(float* x, Index n, float c) { LIERE_CUDA_LAUNCH(k_scale_inplace,
 
 void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
                             Index C, double eps) {
-  LIERE_CUDA_LAUNCH(k_layernorm, N, x, g, b, y, mean, rstd, N, C, 1.f / float(double(C)), float(eps));
+  const float inv_c = 1.f / float(double(C));
+  if (rows_float4(C, {x, g, b, y}))
+    LIERE_CUDA_LAUNCH(k_layernorm<4>, N * kWarp, x, g, b, y, mean, rstd, N, C, inv_c, float(eps));
+  else
+    LIERE_CUDA_LAUNCH(k_layernorm<1>, N * kWarp, x, g, b, y, mean, rstd, N, C, inv_c, float(eps));
 }
 void Ops::layernorm_backward(const float* x, const float* g, const float* mean, const float* rstd, const float* dy,
                              float* dx, float* dg, float* db, float* scratch_buf, Index N, Index C) {
-  if (dx) LIERE_CUDA_LAUNCH(k_layernorm_dx, N, x, g, mean, rstd, dy, dx, N, C, 1.f / float(double(C)));
+  const float inv_c = 1.f / float(double(C));
+  if (dx && rows_float4(C, {x, g, dy, dx}))
+    LIERE_CUDA_LAUNCH(k_layernorm_dx<4>, N * kWarp, x, g, mean, rstd, dy, dx, N, C, inv_c);
+  else if (dx)
+    LIERE_CUDA_LAUNCH(k_layernorm_dx<1>, N * kWarp, x, g, mean, rstd, dy, dx, N, C, inv_c);
   if (dg || db) {
     const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
     LIERE_CUDA_LAUNCH(k_layernorm_params_part, nch * C, x, mean, rstd, dy, N, C, scratch_buf);
-    LIERE_CUDA_LAUNCH(k_layernorm_params_finish, C, scratch_buf, N, C, dg, db);
+    LIERE_CUDA_LAUNCH(k_layernorm_params_finish, C * kWarp, scratch_buf, N, C, dg, db);
   }
 }
 

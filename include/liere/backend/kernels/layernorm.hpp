@@ -4,12 +4,23 @@
 //   layernorm_row_forward   μ, r = 1/√(σ² + eps) and y = (x − μ)·r ⊙ γ + β for one row of C values
 //   layernorm_row_dx        dx += r · (g − mean(g) − x̂ · mean(g ⊙ x̂)),  g = dy ⊙ γ, x̂ = (x − μ)·r
 //   layernorm_params_chunk  one chunk of dγ, dβ: Σ dy ⊙ x̂ and Σ dy over its rows, in row order
-//   layernorm_params_finish dγ += Σ of the chunks' sums, dβ likewise, the chunks in order (in acc_t<S>)
+//   layernorm_params_lane   lane l of kReduceLanes: the chunks l, l + kReduceLanes, … in order (in acc_t<S>)
+//   layernorm_params_finish dγ += the lanes' sums added by lane_tree_sum (reduce.hpp), dβ likewise
+//
+// A row is shared by Lanes lanes (a template parameter): lane l takes the column groups l, l + Lanes, … of V
+// consecutive columns each, and `sum` (a functor) adds a value over the row's lanes and gives every lane the total.
+// The CPU runs Lanes = 1, V = 1 and the identity (one thread per row, stride-1 simd loops); the CUDA kernels run a
+// warp per row, Lanes = 32 with the warp's xor-shuffle sum, and V = 4 (float4 loads) where C % 4 == 0 and the
+// rows are 16-byte aligned. So the GPU's μ, σ², mean(g), mean(g ⊙ x̂) add the same numbers as the CPU's in another
+// order: its LayerNorm rows agree with the CPU's to float rounding, not bit for bit.
 // The CPU kernel runs a chunk's every column on one thread and the columns of the finish in parallel; the CUDA
-// kernels run one thread per (chunk, column) and per column: the same sums in the same order, the same bits.
+// kernels run one thread per (chunk, column) and one warp per column: dγ, dβ are the same sums in the same order on
+// both sides, the same bits.
 #pragma once
 
 #include <cmath>
+#include <type_traits>
+#include <liere/backend/kernels/reduce.hpp>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
 #include <liere/core/scalar.hpp>
@@ -19,45 +30,111 @@ namespace liere::kernels {
 inline constexpr double kLayerNormEps = 1e-5;  // the default ε of every LayerNorm (PyTorch's)
 
 // dγ and dβ are summed per chunk of kLayerNormChunk rows (a fixed split, independent of the thread or block count),
-// then the chunks in order: layernorm_backward_scratch(N, C) elements hold the (nchunks, 2, C) partial sums.
-inline constexpr Index kLayerNormChunk = 64;
+// then the chunks by kReduceLanes lanes in a fixed order (layernorm_params_finish): layernorm_backward_scratch(N, C)
+// elements hold the (nchunks, 2, C) partial sums.
+inline constexpr Index kLayerNormChunk = 32;
 LIERE_HOST_DEVICE inline constexpr Index layernorm_backward_scratch(Index N, Index C) {
   return (N + kLayerNormChunk - 1) / kLayerNormChunk * 2 * C;
 }
 
-template <class S>
-LIERE_HOST_DEVICE inline void layernorm_row_forward(const S* xr, const S* g, const S* b, S* yr, S* mean, S* rstd,
-                                                    Index C, S inv_c, S eps) {
-  using std::sqrt;
-  S m = S(0);
-  LIERE_OMP(simd reduction(+ : m))
-  for (Index i = 0; i < C; ++i) m += xr[i];
-  m *= inv_c;
-  S v = S(0);
-  LIERE_OMP(simd reduction(+ : v))
-  for (Index i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
-  v *= inv_c;
-  const S r = S(1) / sqrt(v + eps);
-  LIERE_OMP(simd)
-  for (Index i = 0; i < C; ++i) yr[i] = (xr[i] - m) * r * g[i] + b[i];
-  *mean = m;
-  *rstd = r;
+// Lanes = 1 and the identity: the CPU's row (and the sums the row's lanes share, on the GPU).
+struct OneLane {
+  template <class A>
+  LIERE_HOST_DEVICE A operator()(A v) const {
+    return v;
+  }
+};
+
+// The V values at p (consecutive; on the device, for float and V = 4, p must be 16-byte aligned: one float4 load).
+template <int V, class S>
+struct LaneVec {
+  S v[V];
+};
+template <int V, class S>
+LIERE_HOST_DEVICE inline LaneVec<V, S> lane_load(const S* p) {
+#ifdef __CUDA_ARCH__
+  if constexpr (V == 4 && std::is_same_v<S, float>) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    return {{t.x, t.y, t.z, t.w}};
+  } else
+#endif
+  {
+    LaneVec<V, S> r;
+    for (int j = 0; j < V; ++j) r.v[j] = p[j];
+    return r;
+  }
+}
+template <int V, class S>
+LIERE_HOST_DEVICE inline void lane_store(S* p, const LaneVec<V, S>& r) {
+#ifdef __CUDA_ARCH__
+  if constexpr (V == 4 && std::is_same_v<S, float>) {
+    *reinterpret_cast<float4*>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+  } else
+#endif
+  {
+    for (int j = 0; j < V; ++j) p[j] = r.v[j];
+  }
 }
 
-template <class S>
+// One row, as lane `lane` of Lanes (C % V == 0): the lane's sums, `sum` over the lanes, the lane's columns of y;
+// lane 0 writes μ and r.
+template <int Lanes = 1, int V = 1, class S, class Sum = OneLane>
+LIERE_HOST_DEVICE inline void layernorm_row_forward(const S* xr, const S* g, const S* b, S* yr, S* mean, S* rstd,
+                                                    Index C, S inv_c, S eps, int lane = 0, Sum sum = {}) {
+  using std::sqrt;
+  const Index nq = C / V;  // groups of V columns
+  S m = S(0);
+  LIERE_OMP(simd reduction(+ : m))
+  for (Index q = lane; q < nq; q += Lanes) {
+    const LaneVec<V, S> xv = lane_load<V>(xr + q * V);
+    for (int j = 0; j < V; ++j) m += xv.v[j];
+  }
+  m = sum(m) * inv_c;
+  S v = S(0);
+  LIERE_OMP(simd reduction(+ : v))
+  for (Index q = lane; q < nq; q += Lanes) {
+    const LaneVec<V, S> xv = lane_load<V>(xr + q * V);
+    for (int j = 0; j < V; ++j) v += (xv.v[j] - m) * (xv.v[j] - m);
+  }
+  v = sum(v) * inv_c;
+  const S r = S(1) / sqrt(v + eps);
+  LIERE_OMP(simd)
+  for (Index q = lane; q < nq; q += Lanes) {
+    const LaneVec<V, S> xv = lane_load<V>(xr + q * V), gv = lane_load<V>(g + q * V), bv = lane_load<V>(b + q * V);
+    LaneVec<V, S> yv;
+    for (int j = 0; j < V; ++j) yv.v[j] = (xv.v[j] - m) * r * gv.v[j] + bv.v[j];
+    lane_store<V>(yr + q * V, yv);
+  }
+  if (lane == 0) {
+    *mean = m;
+    *rstd = r;
+  }
+}
+
+// dx of one row, as lane `lane` of Lanes (C % V == 0), as layernorm_row_forward.
+template <int Lanes = 1, int V = 1, class S, class Sum = OneLane>
 LIERE_HOST_DEVICE inline void layernorm_row_dx(const S* xr, const S* g, S m, S r, const S* dyr, S* dxr, Index C,
-                                               S inv_c) {
+                                               S inv_c, int lane = 0, Sum sum = {}) {
+  const Index nq = C / V;
   S sg = S(0), sgx = S(0);
   LIERE_OMP(simd reduction(+ : sg, sgx))
-  for (Index i = 0; i < C; ++i) {
-    const S gi = dyr[i] * g[i];
-    sg += gi;
-    sgx += gi * ((xr[i] - m) * r);
+  for (Index q = lane; q < nq; q += Lanes) {
+    const LaneVec<V, S> xv = lane_load<V>(xr + q * V), gv = lane_load<V>(g + q * V), dyv = lane_load<V>(dyr + q * V);
+    for (int j = 0; j < V; ++j) {
+      const S gi = dyv.v[j] * gv.v[j];
+      sg += gi;
+      sgx += gi * ((xv.v[j] - m) * r);
+    }
   }
-  sg *= inv_c;
-  sgx *= inv_c;
+  sg = sum(sg) * inv_c;
+  sgx = sum(sgx) * inv_c;
   LIERE_OMP(simd)
-  for (Index i = 0; i < C; ++i) dxr[i] += r * (dyr[i] * g[i] - sg - ((xr[i] - m) * r) * sgx);
+  for (Index q = lane; q < nq; q += Lanes) {
+    const LaneVec<V, S> xv = lane_load<V>(xr + q * V), gv = lane_load<V>(g + q * V), dyv = lane_load<V>(dyr + q * V);
+    LaneVec<V, S> dxv = lane_load<V>(dxr + q * V);
+    for (int j = 0; j < V; ++j) dxv.v[j] += r * (dyv.v[j] * gv.v[j] - sg - ((xv.v[j] - m) * r) * sgx);
+    lane_store<V>(dxr + q * V, dxv);
+  }
 }
 
 // Chunk ch of the dγ, dβ sums (rows [ch·kLayerNormChunk, min(N, (ch + 1)·kLayerNormChunk))), columns [i0, i1):
@@ -81,17 +158,27 @@ LIERE_HOST_DEVICE inline void layernorm_params_chunk(const S* x, const S* mean, 
   }
 }
 
-// Column i of dγ, dβ (either may be nullptr) += the sums of the chunks of layernorm_params_chunk, in chunk order.
+// Lane `lane` of kReduceLanes of column i: the chunks lane, lane + kReduceLanes, … of layernorm_params_chunk, in
+// order, in acc_t<S>: sg the dγ sums, sb the dβ sums.
 template <class S>
-LIERE_HOST_DEVICE inline void layernorm_params_finish(const S* part, Index N, Index C, Index i, S* dg, S* db) {
+LIERE_HOST_DEVICE inline void layernorm_params_lane(const S* part, Index N, Index C, Index i, int lane, acc_t<S>& sg,
+                                                    acc_t<S>& sb) {
   const Index nchunks = (N + kLayerNormChunk - 1) / kLayerNormChunk;
-  acc_t<S> sg = acc_t<S>(0), sb = acc_t<S>(0);
-  for (Index ch = 0; ch < nchunks; ++ch) {
+  sg = acc_t<S>(0), sb = acc_t<S>(0);
+  for (Index ch = lane; ch < nchunks; ch += kReduceLanes) {
     sg += acc_t<S>(part[ch * 2 * C + i]);
     sb += acc_t<S>(part[ch * 2 * C + C + i]);
   }
-  if (dg) dg[i] += S(sg);
-  if (db) db[i] += S(sb);
+}
+
+// Column i of dγ, dβ (either may be nullptr) += the chunks' sums: the lanes' sums (layernorm_params_lane) added by
+// lane_tree_sum — the CUDA finish's warp, one lane after another.
+template <class S>
+LIERE_HOST_DEVICE inline void layernorm_params_finish(const S* part, Index N, Index C, Index i, S* dg, S* db) {
+  acc_t<S> sg[kReduceLanes], sb[kReduceLanes];
+  for (int l = 0; l < kReduceLanes; ++l) layernorm_params_lane(part, N, C, i, l, sg[l], sb[l]);
+  if (dg) dg[i] += S(lane_tree_sum<kReduceLanes>(sg));
+  if (db) db[i] += S(lane_tree_sum<kReduceLanes>(sb));
 }
 
 }  // namespace liere::kernels
