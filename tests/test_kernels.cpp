@@ -60,14 +60,28 @@ std::array<A, L> xor_shuffle_sum(std::array<A, L> v) {
 }
 
 // The GPU's warp-per-row kernels on the CPU: L threads, one per lane, each running the shared row body as that lane;
-// the body's `sum` is the xor-shuffle sum done by the threads themselves (each step: publish, wait for all, read the
-// partner, wait again). Records whether any lane ever ended a sum with other bits than lane 0.
+// the body's `sum` (and the softmax's `max`) is the xor-shuffle reduction done by the threads themselves (each step:
+// publish, wait for all, read the partner, wait again; WarpSum and WarpMax of cuda/common.cuh). Records whether any
+// lane ever ended a reduction with other bits than lane 0.
+struct Plus {
+  template <class A>
+  A operator()(A v, A partner) const {
+    return v + partner;
+  }
+};
+struct Larger {  // WarpMax's step
+  template <class A>
+  A operator()(A v, A partner) const {
+    return partner > v ? partner : v;
+  }
+};
 template <int L>
 struct ThreadWarp {
   std::barrier<> bar{L};
   std::array<double, L> slot{};
   std::array<int, L> mismatch{};
-  struct Sum {
+  template <class Op>
+  struct Reduce {
     ThreadWarp* w;
     int lane;
     template <class A>
@@ -77,7 +91,7 @@ struct ThreadWarp {
         w->bar.arrive_and_wait();
         const A partner = A(w->slot[std::size_t(lane ^ o)]);
         w->bar.arrive_and_wait();
-        v += partner;
+        v = Op{}(v, partner);
       }
       w->slot[std::size_t(lane)] = double(v);  // every lane's total, compared with lane 0's
       w->bar.arrive_and_wait();
@@ -86,6 +100,8 @@ struct ThreadWarp {
       return v;
     }
   };
+  using Sum = Reduce<Plus>;
+  using Max = Reduce<Larger>;
   // f(lane, Sum) on L threads; f must call Sum the same number of times on every lane (as a warp must).
   template <class F>
   void run(F f) {
@@ -151,6 +167,42 @@ TEST_CASE("kernels: softmax_row / softmax_row_backward match the CPU's vectorise
   std::fill(mask.begin(), mask.end(), 0);
   kernels::softmax_row(row.data(), T, mask.data());
   CHECK(*std::max_element(row.begin(), row.end()) == 0.f);
+}
+
+TEST_CASE("kernels: softmax rows as the GPU's warp (32 lanes) match the one-lane rows", "[kernels]") {
+  // The softmax and its backward with Lanes = 32 on 32 threads whose max and sums are the warp's shuffles, against
+  // the same bodies with Lanes = 1 (the CPU's masked rows). T = 1 and 7 (fewer keys than lanes), 65 (ViT-Tiny),
+  // 197 (ViT-B); rows with every key kept, with some masked and with all masked.
+  const int T = GENERATE(1, 7, 65, 197);
+  INFO("T " << T);
+  const int rows = 3;
+  std::vector<float> s = randn(std::size_t(rows) * T, 14), dp = randn(s.size(), 15);
+  for (auto& x : s) x *= 5.f;
+  std::vector<std::uint8_t> masks(std::size_t(rows) * T, 1);
+  for (int j = 0; j < T; ++j) masks[std::size_t(T + j)] = j % 3 != 1, masks[std::size_t(2 * T + j)] = 0;
+  std::vector<float> p1 = s, d1 = dp;
+  for (int r = 0; r < rows; ++r) {
+    kernels::softmax_row(p1.data() + r * T, T, r == 0 ? nullptr : masks.data() + r * T);
+    kernels::softmax_row_backward(p1.data() + r * T, d1.data() + r * T, T, 0.125f);
+  }
+  std::vector<float> pw = s, dw = dp;
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < rows; ++r)
+      kernels::softmax_row<32>(pw.data() + r * T, T, r == 0 ? nullptr : masks.data() + r * T, lane, max, sum);
+  });
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {  // the backward kernel
+    for (int r = 0; r < rows; ++r)
+      kernels::softmax_row_backward<32>(pw.data() + r * T, dw.data() + r * T, T, 0.125f, lane, sum);
+  });
+  for (int l = 0; l < 32; ++l) CHECK(warp.mismatch[std::size_t(l)] == 0);
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    INFO("element " << k);
+    REQUIRE(std::abs(pw[k] - p1[k]) <= 2e-6f * p1[k] + 1e-12f);
+    REQUIRE(std::abs(dw[k] - d1[k]) <= 2e-6f * (1 + std::abs(d1[k])));
+    if (masks[k] == 0) REQUIRE((pw[k] == 0.f && dw[k] == 0.f));
+  }
 }
 
 TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[kernels]") {

@@ -91,21 +91,8 @@ __global__ void k_sum_in_order(const double* part, Index n, double* out) {
   out[0] = a;
 }
 
-// A warp's lanes add a value and each gets the total: xor shuffles at offsets 16, 8, …, 1, the order of
-// kernels::lane_tree_sum (every lane ends with the same bits). Called by all 32 lanes of a warp together.
-constexpr int kWarp = 32;
+// The warp-per-row and warp-per-column kernels below: kWarp, WarpSum and the launch shape in common.cuh.
 static_assert(kernels::kReduceLanes == kWarp, "the finishes' lanes are a warp");
-struct WarpSum {
-  template <class A>
-  __device__ A operator()(A v) const {
-    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-  }
-};
-// Kernels with one warp per row or column loop over n·kWarp threads (LIERE_CUDA_LAUNCH(k, n * kWarp, …): blocks of
-// kThreads = 8 warps, the loop's bound and stride multiples of 32), so the 32 lanes of a warp take the same item and
-// stay together for the shuffles; thread t is lane t % 32 of item t / 32.
-static_assert(kThreads % kWarp == 0, "a block is whole warps");
 
 // colsum (kernels/reduce.hpp): the chunks' sums, one thread per (chunk, column) (adjacent threads, adjacent
 // columns), then one warp per column: lane l sums chunks l, l + 32, … in order, the warp's shuffle sum adds the

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <liere/backend/kernels/lanes.hpp>
 #include <liere/backend/kernels/reduce.hpp>
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
@@ -36,14 +37,6 @@ inline constexpr Index kLayerNormChunk = 32;
 LIERE_HOST_DEVICE inline constexpr Index layernorm_backward_scratch(Index N, Index C) {
   return (N + kLayerNormChunk - 1) / kLayerNormChunk * 2 * C;
 }
-
-// Lanes = 1 and the identity: the CPU's row (and the sums the row's lanes share, on the GPU).
-struct OneLane {
-  template <class A>
-  LIERE_HOST_DEVICE A operator()(A v) const {
-    return v;
-  }
-};
 
 // The V values at p (consecutive; on the device, for float and V = 4, p must be 16-byte aligned: one float4 load).
 template <int V, class S>
