@@ -55,7 +55,11 @@ def run_liere(args, model, enc, tf32, threads) -> dict:
            "--patch", "4", "--batch", str(args.batch), "--device", args.device, "--bench-steps", str(args.steps),
            "--threads", str(threads)] + PE_FLAGS[enc] + (["--tf32"] if tf32 else [])
     t0 = time.time()
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.run_timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        res = subprocess.CompletedProcess(cmd, 124, out + f"\n(stopped after --run-timeout {args.run_timeout} s)")
     rec = {"impl": "liere", "model": model, "enc": enc, "tf32": tf32, "threads": threads, "command": cmd,
            "returncode": res.returncode, "wall_s": round(time.time() - t0, 1)}
     if res.returncode != 0:
@@ -76,7 +80,11 @@ def run_torch(args, model, encs, tf32) -> list:
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as tmp:
         cmd = [args.python, os.path.join(HERE, "torch_vit_gpu.py"), "--enc", ",".join(encs), "--model", model,
                "--steps", str(args.steps), "--batch", str(args.batch), "--json", tmp.name] + (["--tf32"] if tf32 else [])
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 timeout=4 * args.run_timeout)
+        except subprocess.TimeoutExpired:
+            res = subprocess.CompletedProcess(cmd, 124, f"(stopped after 4 x --run-timeout {args.run_timeout} s)")
         recs = [dict(json.loads(l), impl="torch") for l in open(tmp.name) if l.strip()]
     if res.returncode != 0 or not recs:
         return [{"impl": "torch", "model": model, "tf32": tf32, "command": cmd, "returncode": res.returncode,
@@ -96,6 +104,9 @@ def main() -> int:
     p.add_argument("--python", default="python3", help="the interpreter with a CUDA PyTorch [python3]")
     p.add_argument("--device", default="cuda", help="liere's --device (cpu: a smoke test of this script) [cuda]")
     p.add_argument("--no-torch", action="store_true", help="liere's side only")
+    p.add_argument("--run-timeout", type=int, default=300,
+                   help="seconds one liere run may take (PyTorch's run of all encodings: 4x) before it is recorded as "
+                        "failed (returncode 124) and the next begins [300]")
     a = p.parse_args()
     models, encs = a.models.split(","), a.enc.split(",")
     threads = [int(t) for t in a.threads.split(",")]

@@ -16,7 +16,7 @@
 #   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float and TF32 (gpu_compare.py)
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
-#                        (liere64); bench/gpu_profile.py makes the table of the last step
+#                        (liere64); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
@@ -72,7 +72,7 @@ fi
 
 if part tests; then
   stamp test_cuda
-  LIERE_TEST_TRAIN_CIFAR=$train timeout 200 "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
+  LIERE_TEST_TRAIN_CIFAR=$train timeout 120 "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda exit status $rc"
   [ "$rc" = 0 ] || status=1
@@ -82,7 +82,7 @@ fi
 
 if part compare; then
   stamp gpu_compare
-  PYTHONUNBUFFERED=1 timeout 300 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" \
+  PYTHONUNBUFFERED=1 timeout 300 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" --run-timeout 60 \
     --models "$models" --threads "$threads" --python "$py" --json "$out/gpu_compare.jsonl" 2>&1 |
     tee "$out/gpu_compare.log"
   rc=${PIPESTATUS[0]}
@@ -103,7 +103,7 @@ if part profile; then
       esac
       timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
         "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
-        --threads "$threads" "${pe[@]}" > "$out/profile_$enc.csv" 2> "$out/profile_$enc.err"
+        --threads "$threads" "${pe[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
     done
   else
