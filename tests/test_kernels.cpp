@@ -274,8 +274,8 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   std::vector<float> dg_gpu = dg0, db_gpu = db0, part_gpu(part.size(), -1.f);
   const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
   for (Index idx = nch * C - 1; idx >= 0; --idx)
-    kernels::layernorm_params_chunk(x.data(), mean.data(), rstd.data(), dy.data(), part_gpu.data(), N, C, idx / C,
-                                    idx % C, idx % C + 1);
+    kernels::layernorm_params_chunk<float, 1>(x.data(), mean.data(), rstd.data(), dy.data(), part_gpu.data(), N, C,
+                                              idx / C, idx % C, idx % C + 1);
   constexpr int L = kernels::kReduceLanes;
   for (Index i = 0; i < C; ++i) {
     std::array<double, L> sg, sb;
@@ -376,8 +376,8 @@ TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumula
   std::vector<float> part(std::size_t(nch * C), -1.f), out_gpu = out0;
   for (Index idx = nch * C - 1; idx >= 0; --idx) {
     const Index ch = idx / C, c = idx % C;
-    kernels::colsum_rows(a.data(), lda, ch * kernels::kColSumChunk, std::min(N, (ch + 1) * kernels::kColSumChunk), c,
-                         c + 1, part.data() + idx);
+    kernels::colsum_rows<float, 1>(a.data(), lda, ch * kernels::kColSumChunk,
+                                   std::min(N, (ch + 1) * kernels::kColSumChunk), c, c + 1, part.data() + idx);
   }
   constexpr int L = kernels::kReduceLanes;
   for (Index c = C - 1; c >= 0; --c) {

@@ -103,7 +103,7 @@ __global__ void k_colsum_part(const float* a, Index N, Index C, Index lda, float
   LIERE_CUDA_LOOP(idx, nch * C) {
     const Index ch = idx / C, c = idx % C;
     const Index r1 = (ch + 1) * kColSumChunk < N ? (ch + 1) * kColSumChunk : N;
-    kernels::colsum_rows(a, lda, ch * kColSumChunk, r1, c, c + 1, part + idx);
+    kernels::colsum_rows<float, 1>(a, lda, ch * kColSumChunk, r1, c, c + 1, part + idx);  // summed in a register
   }
 }
 __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* out) {
@@ -228,7 +228,7 @@ __global__ void k_layernorm_params_part(const float* x, const float* mean, const
                                         Index C, float* part) {
   const Index nch = (N + kernels::kLayerNormChunk - 1) / kernels::kLayerNormChunk;
   LIERE_CUDA_LOOP(idx, nch * C) {
-    kernels::layernorm_params_chunk(x, mean, rstd, dy, part, N, C, idx / C, idx % C, idx % C + 1);
+    kernels::layernorm_params_chunk<float, 1>(x, mean, rstd, dy, part, N, C, idx / C, idx % C, idx % C + 1);
   }
 }
 __global__ void k_layernorm_params_finish(const float* part, Index N, Index C, float* dg, float* db) {

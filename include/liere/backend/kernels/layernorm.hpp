@@ -131,22 +131,39 @@ LIERE_HOST_DEVICE inline void layernorm_row_dx(const S* xr, const S* g, S m, S r
 }
 
 // Chunk ch of the dγ, dβ sums (rows [ch·kLayerNormChunk, min(N, (ch + 1)·kLayerNormChunk))), columns [i0, i1):
-// part[ch·2C + i] = Σ_n dy[n, i]·x̂[n, i] and part[ch·2C + C + i] = Σ_n dy[n, i], the rows in order.
-template <class S>
+// part[ch·2C + i] = Σ_n dy[n, i]·x̂[n, i] and part[ch·2C + C + i] = Σ_n dy[n, i], the rows in order. W > 0: i1 − i0
+// == W, a compile-time width summed in registers and stored once (the GPU's thread per (chunk, column): W = 1;
+// the same additions).
+template <class S, Index W = 0>
 LIERE_HOST_DEVICE inline void layernorm_params_chunk(const S* x, const S* mean, const S* rstd, const S* dy, S* part,
                                                      Index N, Index C, Index ch, Index i0, Index i1) {
   S* pg = part + ch * 2 * C;
   S* pb = pg + C;
-  for (Index i = i0; i < i1; ++i) pg[i] = S(0), pb[i] = S(0);
   const Index n1 = (ch + 1) * kLayerNormChunk < N ? (ch + 1) * kLayerNormChunk : N;
-  for (Index n = ch * kLayerNormChunk; n < n1; ++n) {
-    const S* xr = x + n * C;
-    const S* dyr = dy + n * C;
-    const S m = mean[n], r = rstd[n];
-    LIERE_OMP(simd)
-    for (Index i = i0; i < i1; ++i) {
-      pg[i] += dyr[i] * ((xr[i] - m) * r);
-      pb[i] += dyr[i];
+  if constexpr (W > 0) {
+    S ag[W], ab[W];
+    for (Index k = 0; k < W; ++k) ag[k] = S(0), ab[k] = S(0);
+    for (Index n = ch * kLayerNormChunk; n < n1; ++n) {
+      const S* xr = x + n * C + i0;
+      const S* dyr = dy + n * C + i0;
+      const S m = mean[n], r = rstd[n];
+      for (Index k = 0; k < W; ++k) {
+        ag[k] += dyr[k] * ((xr[k] - m) * r);
+        ab[k] += dyr[k];
+      }
+    }
+    for (Index k = 0; k < W; ++k) pg[i0 + k] = ag[k], pb[i0 + k] = ab[k];
+  } else {
+    for (Index i = i0; i < i1; ++i) pg[i] = S(0), pb[i] = S(0);
+    for (Index n = ch * kLayerNormChunk; n < n1; ++n) {
+      const S* xr = x + n * C;
+      const S* dyr = dy + n * C;
+      const S m = mean[n], r = rstd[n];
+      LIERE_OMP(simd)
+      for (Index i = i0; i < i1; ++i) {
+        pg[i] += dyr[i] * ((xr[i] - m) * r);
+        pb[i] += dyr[i];
+      }
     }
   }
 }
