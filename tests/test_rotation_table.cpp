@@ -90,7 +90,8 @@ void check_float_orthogonality() {
     }
 }
 
-// The device's product against the CPU's in the op: the same body, the same float tables.
+// The device's product against the CPU's in the op: the same body, the same float tables (the Fréchet backward in
+// float, the forward in double).
 template <int N>
 void check_device_product() {
   const MatD a = random_skew(N, 40.0, 7 * N);
@@ -107,6 +108,20 @@ void check_device_product() {
   INFO("block " << N);
   CHECK(d12 <= 2e-5);
   CHECK(d1 <= 2e-5);
+  // The forward as the device computes it since 2026-11-26 (cuda/rotation_table.cu, Work<N>: in double, no
+  // finish, rounded to float) against the CPU op's polynomial forward (TableForwardWork, its products): the same
+  // float tables to a rounding, and within float's resolution of exp.
+  std::vector<double> ind(in.begin(), in.end()), e1(N * N), e2(N * N), wd(kernels::kExpWork * N * N);
+  kernels::expm_skew<N, double, kernels::NaiveMul>(ind.data(), e1.data(), wd.data(), 0);
+  kernels::expm_skew<N, double, cpu::detail::TableMul<N>>(ind.data(), e2.data(), wd.data(), 0);
+  const MatD refd = liere::exp(Eigen::MatrixXd(Eigen::Map<const MatD>(ind.data(), N, N)));
+  double f12 = 0, f1 = 0;
+  for (int i = 0; i < N * N; ++i) {
+    f12 = std::max(f12, double(std::abs(float(e1[i]) - float(e2[i]))));
+    f1 = std::max(f1, std::abs(double(float(e1[i])) - refd.data()[i]));
+  }
+  CHECK(f12 <= 1.2e-7);  // one float ulp at 1
+  CHECK(f1 <= 1.2e-7);
 }
 
 // L(A, E) of the body against central differences of lie/exp.hpp and against exp_frechet (exp_backward at Aᵀ).
@@ -249,6 +264,12 @@ void check_block_policy() {
   kernels::expm_skew<N, float, kernels::NaiveMul>(in.data(), r1.data(), work.data(), 2);
   kernels::expm_skew<N, float, EmulatedBlockLoops>(in.data(), r2.data(), work.data(), 2);
   CHECK(r1 == r2);
+  {  // the forward as the device runs it (in double, no finish)
+    std::vector<double> ind(in.begin(), in.end()), d1(N * N), d2(N * N), wd(kernels::kExpWork * N * N);
+    kernels::expm_skew<N, double, kernels::NaiveMul>(ind.data(), d1.data(), wd.data(), 0);
+    kernels::expm_skew<N, double, EmulatedBlockLoops>(ind.data(), d2.data(), wd.data(), 0);
+    CHECK(d1 == d2);
+  }
   kernels::expm_frechet_skew<N, float, kernels::NaiveMul>(in.data(), e.data(), r1.data(), l1.data(), work.data());
   kernels::expm_frechet_skew<N, float, EmulatedBlockLoops>(in.data(), e.data(), r2.data(), l2.data(), work.data());
   CHECK(r1 == r2);

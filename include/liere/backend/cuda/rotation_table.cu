@@ -3,8 +3,8 @@
 // same functions the CPU runs and the CPU tests check).
 //
 // Forward: blocks 2 to 8, one thread per block matrix (set, row, block), many matrices per thread block, working
-// memory in the thread's local memory; blocks 2 and 3 use their closed forms, 4 and 8 scaling and squaring in float
-// with the Newton–Schulz finish of the CPU. Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
+// memory in the thread's local memory; blocks 2 and 3 use their closed forms, 4 and up scaling and squaring in
+// double (Work<N>, as the CPU op). Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
 // the same bodies with BlockLoops (every loop and product of kernels/matrix_exp.hpp split over the block's threads,
 // the product's operands staged in shared memory, each thread an (N/16)² tile of the result), working memory in
 // slices of a scratch buffer (processed in chunks that keep the buffer under kScratchBudget). One thread per
@@ -32,6 +32,15 @@ constexpr bool kLocalWork = N <= 8;
 template <int N>
 constexpr bool kCoop = N >= 16;  // one thread block per matrix
 constexpr int kCoopThreads = 256;
+// The forward's working precision: double from block 4 up, as the CPU op (cpu/rotation_table.hpp's
+// TableForwardWork: float scaling and squaring stays orthogonal with its Newton–Schulz finish, but its tables are
+// not accurate enough for the float step to stay near the double one: ViT steps with head dim 64 differed from the
+// CPU's by up to 5.6e-4 with float tables on an H200, 2026-11-26); no finish in double (kTablePolish). The backward
+// runs in float, as the CPU's.
+template <int N>
+using Work = std::conditional_t<(N >= 4), double, float>;
+template <int N>
+constexpr int kPolish = std::is_same_v<Work<N>, float> ? 2 : 0;
 
 // The loops and the product of kernels/matrix_exp.hpp's bodies over one thread block of kCoopThreads threads, each
 // followed by a barrier (every thread of the block calls the body; scalars outside the loops are the same on all).
@@ -68,12 +77,15 @@ struct BlockLoops {
     return reduce(m, [](double x, double y) { return kernels::SerialLoops::max2(x, y); });
   }
   // c = a·b (+ c): thread (ti, tj) of a 16×16 grid computes the R×R tile at rows ti·R, columns tj·R; every entry
-  // sums over k in order from c (or 0), as NaiveMul does.
+  // sums over k in order from c (or 0), as NaiveMul does. a and b are staged in the launch's dynamic shared memory
+  // (coop_smem<N, W>() bytes: 64 KiB for 64×64 in double, above the 48 KiB of static shared memory).
   template <int N, class W>
   __device__ static void mul(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c, bool accumulate) {
     static_assert(N % 16 == 0 && kCoopThreads == 256, "BlockLoops::mul: 16×16 threads, N a multiple of 16");
     constexpr int R = N / 16;
-    __shared__ W sa[N * N], sb[N * N];
+    extern __shared__ __align__(16) unsigned char coop_smem_bytes[];
+    W* sa = reinterpret_cast<W*>(coop_smem_bytes);
+    W* sb = sa + N * N;
     for (int e = int(threadIdx.x); e < N * N; e += kCoopThreads) {
       sa[e] = a[e];
       sb[e] = b[e];
@@ -98,16 +110,16 @@ struct BlockLoops {
 
 template <int N>
 __global__ void table_forward_kernel(const float* w, const float* pos, float* table, RotationTableShape sh,
-                                     std::int64_t first, std::int64_t count, float* work) {
+                                     std::int64_t first, std::int64_t count, Work<N>* work) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
   const std::int64_t j = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= count) return;
   const std::int64_t i = first + j;
   const int nb = sh.num_blocks(), dim = sh.dim;
   const int t = sh.position_row(i);
-  float local[kLocalWork<N> ? (kernels::kExpWork + 2) * NN : 1];
-  float* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kExpWork + 2) * NN;
-  float* r = a + NN;
+  Work<N> local[kLocalWork<N> ? (kernels::kExpWork + 2) * NN : 1];
+  Work<N>* a = kLocalWork<N> ? local : work + j * std::int64_t(kernels::kExpWork + 2) * NN;
+  Work<N>* r = a + NN;
   kernels::block_generator<N>(w + sh.generator_offset(i), long(nb) * ppb,
                               pos + std::int64_t(t) * dim, dim, a);
   float* out = table + i * NN;
@@ -116,8 +128,8 @@ __global__ void table_forward_kernel(const float* w, const float* pos, float* ta
   } else if constexpr (N == 3) {
     kernels::exp3_skew(a, out);
   } else {
-    kernels::expm_skew<N, float>(a, r, r + NN, 2);
-    for (int q = 0; q < NN; ++q) out[q] = r[q];
+    kernels::expm_skew<N, Work<N>>(a, r, r + NN, kPolish<N>);
+    for (int q = 0; q < NN; ++q) out[q] = float(r[q]);
   }
   if (!(out[0] == out[0])) g_table_nonfinite = 1;  // NaN in: NaN out (a benign race: every writer writes 1)
 }
@@ -149,22 +161,31 @@ __global__ void table_backward_kernel(const float* w, const float* pos, const fl
   kernels::skew_adjoint_add<N>(l, 1.0, c);
 }
 
+// The dynamic shared memory of a cooperative launch: BlockLoops::mul's two N×N operands.
+template <int N, class W>
+constexpr std::size_t coop_smem() {
+  return 2 * std::size_t(N) * N * sizeof(W);
+}
+
 // Blocks of 16 and up: matrix first + blockIdx.x, one thread block (kCoopThreads) each; work: kExpWork + 2
-// matrices per matrix of the launch.
+// matrices (in Work<N>) per matrix of the launch.
 template <int N>
 __global__ void __launch_bounds__(kCoopThreads) table_forward_coop(const float* w, const float* pos, float* table,
                                                                     RotationTableShape sh, std::int64_t first,
-                                                                    float* work) {
+                                                                    Work<N>* work) {
+  using W = Work<N>;
   constexpr int NN = N * N;
   const std::int64_t j = blockIdx.x, i = first + j;
   const int dim = sh.dim;
   const float* wi = w + sh.generator_offset(i);
   const float* p = pos + std::int64_t(sh.position_row(i)) * dim;
   const long stride = long(sh.num_blocks()) * (N * (N - 1) / 2);
-  float* a = work + j * std::int64_t(kernels::kExpWork + 2) * NN;
-  BlockLoops::each(NN, [&](int e) { a[e] = kernels::block_generator_entry<N, float, float>(wi, stride, p, dim, e); });
+  W* a = work + j * std::int64_t(kernels::kExpWork + 2) * NN;
+  W* r = a + NN;
+  BlockLoops::each(NN, [&](int e) { a[e] = kernels::block_generator_entry<N, float, W>(wi, stride, p, dim, e); });
+  kernels::expm_skew<N, W, BlockLoops>(a, r, r + NN, kPolish<N>);
   float* out = table + i * NN;
-  kernels::expm_skew<N, float, BlockLoops>(a, out, a + NN, 2);
+  BlockLoops::each(NN, [&](int e) { out[e] = float(r[e]); });
   if (threadIdx.x == 0 && !(out[0] == out[0])) g_table_nonfinite = 1;
 }
 
@@ -211,19 +232,29 @@ __global__ void table_backward_reduce(const float* pos, const float* contrib, fl
   }
 }
 
+// A cooperative kernel's launch with its dynamic shared memory (above 48 KiB only after the kernel opts in).
+template <class Kernel, class... Args>
+void launch_coop(const char* name, Kernel kernel, std::size_t smem, std::int64_t count, Args... args) {
+  if (smem > std::size_t(48) << 10)
+    LIERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<unsigned(count), kCoopThreads, smem>>>(args...);
+  launched(name, __FILE__, __LINE__);
+}
+
 template <int N>
 void forward_n(const float* w, const float* pos, float* table, const RotationTableShape& sh) {
+  using W = Work<N>;
   const std::int64_t total = sh.num_matrices();
-  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kExpWork + 2) * N * N * sizeof(float);
+  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kExpWork + 2) * N * N * sizeof(W);
   const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
   // Working memory from the device pool, released when this returns (one stream: after the kernels that use it).
   const DeviceBlock work_block = per && total > 0 ? DeviceBlock(std::size_t(chunk < total ? chunk : total) * per) : DeviceBlock();
-  float* work = work_block.get<float>();
+  W* work = work_block.get<W>();
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
     if constexpr (kCoop<N>) {
-      LIERE_CUDA_LAUNCH_AS("rotation_table_forward", table_forward_coop<N>, unsigned(count), kCoopThreads, w, pos,
-                           table, sh, first, work);
+      launch_coop("rotation_table_forward", table_forward_coop<N>, coop_smem<N, W>(), count, w, pos, table, sh, first,
+                  work);
     } else {
       constexpr int threads = 128;
       LIERE_CUDA_LAUNCH_AS("rotation_table_forward", table_forward_kernel<N>, blocks_for(count, threads), threads, w,
@@ -245,8 +276,8 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t count = total - first < chunk ? total - first : chunk;
     if constexpr (kCoop<N>) {
-      LIERE_CUDA_LAUNCH_AS("rotation_table_backward", table_backward_coop<N>, unsigned(count), kCoopThreads, w, pos,
-                           dtable, sh, first, work, contrib);
+      launch_coop("rotation_table_backward", table_backward_coop<N>, coop_smem<N, float>(), count, w, pos, dtable, sh,
+                  first, work, contrib);
     } else {
       constexpr int threads = 128;
       LIERE_CUDA_LAUNCH_AS("rotation_table_backward", table_backward_kernel<N>, blocks_for(count, threads), threads,
