@@ -148,7 +148,7 @@ LIERE_HOST_DEVICE inline void layernorm_params_chunk(const S* x, const S* mean, 
       const S* dyr = dy + n * C + i0;
       const S m = mean[n], r = rstd[n];
       for (Index k = 0; k < W; ++k) {
-        ag[k] += dyr[k] * ((xr[k] - m) * r);
+        ag[k] = madd(dyr[k], (xr[k] - m) * r, ag[k]);
         ab[k] += dyr[k];
       }
     }
@@ -161,7 +161,7 @@ LIERE_HOST_DEVICE inline void layernorm_params_chunk(const S* x, const S* mean, 
       const S m = mean[n], r = rstd[n];
       LIERE_OMP(simd)
       for (Index i = i0; i < i1; ++i) {
-        pg[i] += dyr[i] * ((xr[i] - m) * r);
+        pg[i] = madd(dyr[i], (xr[i] - m) * r, pg[i]);
         pb[i] += dyr[i];
       }
     }
