@@ -17,10 +17,12 @@
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
+#   attention.log        flash against unfused attention on the GPU, T = 65, 1025 and 4097 (bench_attention_device,
+#                        where the build has it: -DLIERE_BUILD_BENCH=ON): time and peak device memory
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
-# 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,debug"), LIERE_GPU_MODELS (tiny,base),
+# 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64), PYTHON (the interpreter with a CUDA
 # PyTorch, python3). The exit status is 0 when every part that ran passed.
 set -u
@@ -31,7 +33,7 @@ steps=${LIERE_GPU_STEPS:-20}
 models=${LIERE_GPU_MODELS:-tiny,base}
 profile_encs=${LIERE_GPU_PROFILE:-liere64}
 threads=${LIERE_GPU_THREADS:-16}
-parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,debug},"
+parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
 mkdir -p "$out"
 build=$(cd "$build" && pwd)
@@ -108,6 +110,17 @@ if part profile; then
     done
   else
     echo "no ncu on this machine: no profile"
+  fi
+fi
+
+if part attention; then
+  if [ -x "$build/bench/bench_attention_device" ]; then
+    stamp "attention: flash against unfused"
+    timeout 90 "$build/bench/bench_attention_device" --device cuda 2>&1 | tee "$out/attention.log"
+    rc=${PIPESTATUS[0]}
+    echo "bench_attention_device exit status $rc (1: a run failed, out of memory among them; see the log)"
+  else
+    echo "no $build/bench/bench_attention_device (configure with -DLIERE_BUILD_BENCH=ON): no attention benchmark"
   fi
 fi
 

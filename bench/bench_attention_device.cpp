@@ -1,0 +1,221 @@
+// bench/bench_attention_device.cpp — the fused rotary flash attention against the unfused attention on a device (the
+// GPU with --device cuda; the CPU for a smoke test): time and peak device memory of one forward + backward through
+// nn::attention, the op the ViT runs (issue 22: "at T = 4096 it trains where the unfused path runs out of memory or
+// uses N× more, both figures measured").
+//
+// LieRE-8 tables over a square grid of patches plus the CLS token (T = side² + 1), 3 heads of 64 (ViT-Tiny), float;
+// the gradients of q, k, v and of the encoding's generators. Default shapes (--shapes T:B): 65:128 (CIFAR, 8×8),
+// 1025:8 (32×32), 4097:2 (64×64). Per run: the median [min] wall ms over --reps after --warmup (the device
+// synchronised around each), the peak bytes the device's buffer pool handed out during one forward + backward over
+// what the inputs already held (on cuda every tensor and every backend temporary of the op is a pool block: cuda
+// memory.cu, tensor/pool.hpp; on the CPU attention's own scratch is host memory outside the pool, so the figure
+// leaves it out: bench_flash_attention measures the CPU by peak RSS), and the unfused op's (B, H, T, T)
+// probabilities for scale. An error (out of device memory) is reported for its run, and the next run goes on.
+//
+//   ./build/bench/bench_attention_device --device cuda [--shapes 4097:2,8193:1] [--impl both] [--json OUT]
+#include <liere/nn/engine.hpp>
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/memory.hpp>
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+
+namespace {
+
+using namespace liere;
+
+constexpr int kHeads = 3, kHeadDim = 64, kBlock = 8;
+
+struct RunShape {
+  int T, B;
+};
+
+struct Options {
+  int reps = 3, warmup = 1;
+  Device device = Device::cpu;
+  bool run_unfused = true, run_flash = true;
+  std::string json;
+  std::vector<RunShape> shapes = {{65, 128}, {1025, 8}, {4097, 2}};
+};
+
+void sync(Device d) {
+#ifdef LIERE_WITH_CUDA
+  if (d == Device::cuda) cuda::synchronize();
+#else
+  (void)d;
+#endif
+}
+
+// One forward + backward of nn::attention; returns false (with the message) when the device ran out of memory.
+bool run_one(bool flash, RunShape sh, const Options& o) {
+  const int side = int(std::lround(std::sqrt(double(sh.T - 1))));
+  const int B = sh.B, T = side * side + 1, H = kHeads, C = H * kHeadDim;
+  const char* impl = flash ? "flash" : "unfused";
+  nn::Params params;
+  PEGeometry geo;
+  geo.layers = 1;
+  geo.heads = H;
+  geo.head_dim = kHeadDim;
+  geo.pos_dim = 2;
+  geo.embed_dim = C;
+  geo.train_grid = {side, side};
+  geo.cls = true;
+  PEConfig cfg;
+  cfg.set("pe", "liere");
+  cfg.set("block", std::to_string(kBlock));
+  nn::PositionEncodingModuleT<float> pe(params, cfg, geo, 17);
+  params.to(o.device);
+  std::vector<float> x(std::size_t(B) * T * 3 * C), dy(std::size_t(B) * T * C);
+  std::mt19937_64 g(1);
+  std::normal_distribution<float> nd(0, 1);
+  for (float& v : x) v = nd(g);
+  for (float& v : dy) v = nd(g);
+  BufferPool& pool = buffer_pool(o.device);
+  try {
+    Var qkv(Tensor::from(Shape{B, T, 3 * C}, x, o.device), true);
+    const Tensor dyt = Tensor::from(Shape{B, T, C}, dy, o.device);
+    auto step = [&] {
+      Tape tape(5);
+      const nn::EncodingVars<float> enc = pe.begin(tape, std::vector<int>{side, side}, o.device);
+      auto cache = std::make_shared<AttentionCache<float>>();
+      Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, {}, flash);
+      tape.backward(y, dyt);
+      sync(o.device);
+    };
+    step();  // the first run allocates; the peak below is a steady-state step's
+    sync(o.device);
+    pool.reset_peak();
+    const std::size_t base = pool.stats().bytes_in_use;
+    const liere::bench::Timing t = liere::bench::time_ms(step, o.reps, o.warmup);
+    const double peak_mib = double(pool.stats().peak_in_use - base) / (1 << 20);
+    const double probs_mib = double(B) * H * T * T * sizeof(float) / (1 << 20);
+    std::printf("%-8s %-4s T=%5d B=%4d  %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f MiB\n",
+                impl, to_string(o.device), T, B, t.median_ms, t.min_ms, peak_mib, probs_mib);
+    std::fflush(stdout);
+    liere::bench::JsonLine()
+        .add("bench", "attention_device")
+        .add("device", to_string(o.device))
+        .add("impl", impl)
+        .add("T", T)
+        .add("B", B)
+        .add("H", H)
+        .add("D", kHeadDim)
+        .add("block", kBlock)
+        .add("fwdbwd_ms", t.median_ms)
+        .add("fwdbwd_min_ms", t.min_ms)
+        .add("peak_mib", peak_mib)
+        .add("probs_mib", probs_mib)
+        .emit(o.json);
+    return true;
+  } catch (const Error& e) {
+    std::printf("%-8s %-4s T=%5d B=%4d  failed: %s\n", impl, to_string(o.device), T, B, e.what());
+    std::fflush(stdout);
+    liere::bench::JsonLine()
+        .add("bench", "attention_device")
+        .add("device", to_string(o.device))
+        .add("impl", impl)
+        .add("T", T)
+        .add("B", B)
+        .add("error", e.what())
+        .emit(o.json);
+    pool.trim();
+    return false;
+  }
+}
+
+void usage(const char* argv0) {
+  std::printf(
+      "usage: %s [--device cpu|cuda] [--shapes T:B,...] [--impl WHICH] [--reps N] [--warmup N] [--json PATH]\n"
+      "Flash vs unfused attention through nn::attention on a device (float32, H=%d, D=%d, LieRE-%d), forward +\n"
+      "backward: median [min] ms and the pool's peak bytes.\n"
+      "  --device D     cpu or cuda [cpu]\n"
+      "  --shapes LIST  tokens:batch pairs, tokens = side^2 + 1 (a square grid and CLS) [65:128,1025:8,4097:2]\n"
+      "  --impl WHICH   both, flash or unfused [both]\n"
+      "  --reps N       timed repetitions [3]\n"
+      "  --warmup N     untimed repetitions first [1]\n"
+      "  --json PATH    append one JSON object per run\n",
+      argv0, kHeads, kHeadDim, kBlock);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--device") {
+      const std::string v = value();
+      if (v != "cpu" && v != "cuda") {
+        std::fprintf(stderr, "--device %s: expected cpu or cuda\n", v.c_str());
+        return 2;
+      }
+      o.device = v == "cuda" ? Device::cuda : Device::cpu;
+    } else if (a == "--shapes") {
+      o.shapes.clear();
+      std::stringstream ss(value());
+      for (std::string tok; std::getline(ss, tok, ',');) {
+        RunShape sh{};
+        const bool parsed = std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) == 2 && sh.T >= 2 && sh.B >= 1;
+        const long side = parsed ? std::lround(std::sqrt(double(sh.T - 1))) : 0;
+        if (!parsed || side * side != sh.T - 1) {
+          std::fprintf(stderr, "--shapes: '%s' is not T:B with T = side^2 + 1 (65, 1025, 4097, ...) and B >= 1\n",
+                       tok.c_str());
+          return 2;
+        }
+        o.shapes.push_back(sh);
+      }
+    } else if (a == "--impl") {
+      const std::string v = value();
+      if (v != "both" && v != "flash" && v != "unfused") {
+        std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
+        return 2;
+      }
+      o.run_unfused = v != "flash";
+      o.run_flash = v != "unfused";
+    } else if (a == "--reps") {
+      o.reps = std::atoi(value().c_str());
+    } else if (a == "--warmup") {
+      o.warmup = std::atoi(value().c_str());
+    } else if (a == "--json") {
+      o.json = value();
+    } else {
+      usage(argv[0]);
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (o.reps < 1) o.reps = 1;
+  if (o.device == Device::cuda) {
+#ifdef LIERE_WITH_CUDA
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "--device cuda: %s\n", cuda::device_description().c_str());
+      return 2;
+    }
+    std::printf("device: %s\n", cuda::device_description().c_str());
+#else
+    std::fprintf(stderr, "--device cuda: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON)\n");
+    return 2;
+#endif
+  }
+  int failed = 0;
+  for (const RunShape& sh : o.shapes)
+    for (bool flash : {false, true})
+      if (flash ? o.run_flash : o.run_unfused) failed += run_one(flash, sh, o) ? 0 : 1;
+  return failed ? 1 : 0;
+}
