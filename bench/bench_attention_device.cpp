@@ -81,6 +81,11 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
   for (float& v : x) v = nd(g);
   for (float& v : dy) v = nd(g);
   BufferPool& pool = buffer_pool(o.device);
+  auto json = [&] {  // the fields every line of this run has
+    liere::bench::JsonLine j;
+    j.add("bench", "attention_device").add("device", to_string(o.device)).add("impl", impl).add("T", T).add("B", B);
+    return j;
+  };
   try {
     Var qkv(Tensor::from(Shape{B, T, 3 * C}, x, o.device), true);
     const Tensor dyt = Tensor::from(Shape{B, T, C}, dy, o.device);
@@ -102,12 +107,7 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
     std::printf("%-8s %-4s T=%5d B=%4d  %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f MiB\n",
                 impl, to_string(o.device), T, B, t.median_ms, t.min_ms, peak_mib, probs_mib);
     std::fflush(stdout);
-    liere::bench::JsonLine()
-        .add("bench", "attention_device")
-        .add("device", to_string(o.device))
-        .add("impl", impl)
-        .add("T", T)
-        .add("B", B)
+    json()
         .add("H", H)
         .add("D", kHeadDim)
         .add("block", kBlock)
@@ -120,14 +120,7 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
   } catch (const Error& e) {
     std::printf("%-8s %-4s T=%5d B=%4d  failed: %s\n", impl, to_string(o.device), T, B, e.what());
     std::fflush(stdout);
-    liere::bench::JsonLine()
-        .add("bench", "attention_device")
-        .add("device", to_string(o.device))
-        .add("impl", impl)
-        .add("T", T)
-        .add("B", B)
-        .add("error", e.what())
-        .emit(o.json);
+    json().add("error", e.what()).emit(o.json);
     pool.trim();
     return false;
   }
@@ -153,13 +146,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&] { return liere::bench::flag_value(argc, argv, i); };
     if (a == "--device") {
       const std::string v = value();
       if (v != "cpu" && v != "cuda") {
@@ -182,13 +169,7 @@ int main(int argc, char** argv) {
         o.shapes.push_back(sh);
       }
     } else if (a == "--impl") {
-      const std::string v = value();
-      if (v != "both" && v != "flash" && v != "unfused") {
-        std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
-        return 2;
-      }
-      o.run_unfused = v != "flash";
-      o.run_flash = v != "unfused";
+      liere::bench::parse_impl(value(), o.run_unfused, o.run_flash);
     } else if (a == "--reps") {
       o.reps = std::atoi(value().c_str());
     } else if (a == "--warmup") {

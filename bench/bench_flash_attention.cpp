@@ -149,13 +149,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&] { return liere::bench::flag_value(argc, argv, i); };
     if (a == "--shapes") {
       o.shapes.clear();
       std::stringstream ss(value());
@@ -173,13 +167,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "--impl") {
-      const std::string v = value();
-      if (v != "both" && v != "flash" && v != "unfused") {
-        std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
-        return 2;
-      }
-      o.run_unfused = v != "flash";
-      o.run_flash = v != "unfused";
+      liere::bench::parse_impl(value(), o.run_unfused, o.run_flash);
     } else if (a == "--reps") {
       o.reps = std::atoi(value().c_str());
     } else if (a == "--warmup") {

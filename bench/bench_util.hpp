@@ -113,4 +113,23 @@ class JsonLine {
   liere::io::json::Writer w_;  // the open object; str() closes it
 };
 
+// The attention benchmarks' flags (bench_flash_attention, bench_attention_device).
+// The value of option argv[i] (argv[i + 1], and i moves past it); a missing one exits 2 naming the option.
+inline std::string flag_value(int argc, char** argv, int& i) {
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "%s needs a value\n", argv[i]);
+    std::exit(2);
+  }
+  return argv[++i];
+}
+// --impl both|flash|unfused into which of the two runs; another value exits 2 with the allowed ones.
+inline void parse_impl(const std::string& v, bool& run_unfused, bool& run_flash) {
+  if (v != "both" && v != "flash" && v != "unfused") {
+    std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
+    std::exit(2);
+  }
+  run_unfused = v != "flash";
+  run_flash = v != "unfused";
+}
+
 }  // namespace liere::bench
