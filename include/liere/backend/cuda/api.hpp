@@ -73,16 +73,13 @@ struct Ops {
                                             float* row_loss, float* loss, Index B, Index K);
   static void softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing,
                                              const float* dloss, float* dlogits, Index B, Index K);
-  static void adam_update(float* theta, const float* g, float* m, float* v, Index n,
-                          const kernels::AdamStep<float>& step);
   static double sum_squares(const float* x, Index n);
   // Σ_k sum_squares(xs[k], ns[k]) in k order (the same numbers), one synchronising read for all the tensors.
   static double sum_squares_many(const float* const* xs, const Index* ns, int count);
-  // The multi-tensor forms (optim.cu): adam_update, scale and fill of many tensors, a launch per 24 tensors.
+  // The optimizer's ops on many tensors at once (optim.cu): Adam, the clipping scale and fill, a launch per 24.
   static void adam_update_many(const kernels::AdamTensor<float>* ts, int count);
   static void scale_many(float* const* xs, const Index* ns, int count, float c);
   static void fill_many(float* const* xs, const Index* ns, int count, float v);
-  static void scale(float* x, Index n, float c);
 
   // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------
   static void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,

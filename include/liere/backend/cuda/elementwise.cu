@@ -187,12 +187,6 @@ __global__ void k_ce_backward(const float* probs, const int* labels, float eps_k
   LIERE_CUDA_LOOP(b, B) kernels::cross_entropy_row_backward(probs + b * K, labels[b], eps_k, one_m_eps, c, dz + b * K, K);
 }
 
-__global__ void k_adam(float* theta, const float* g, float* m, float* v, Index n, kernels::AdamStep<float> a) {
-  LIERE_CUDA_LOOP(i, n) kernels::adam_update(theta[i], g[i], m[i], v[i], a);
-}
-__global__ void k_scale_inplace(float* x, Index n, float c) {
-  LIERE_CUDA_LOOP(i, n) x[i] *= c;
-}
 
 // LayerNorm rows: one warp per row (kernels/layernorm.hpp with Lanes = 32 and the warp's shuffle sum), V = 4
 // (float4 loads and stores) when every row and γ, β are 16-byte aligned, else V = 1.
@@ -328,9 +322,6 @@ void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, 
   LIERE_CUDA_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
 }
 
-void Ops::adam_update(float* theta, const float* g, float* m, float* v, Index n, const kernels::AdamStep<float>& step) {
-  LIERE_CUDA_LAUNCH(k_adam, n, theta, g, m, v, n, step);
-}
 double Ops::sum_squares(const float* x, Index n) { return sum_squares_many(&x, &n, 1); }
 double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count) {
   if (count <= 0) return 0.0;
@@ -357,7 +348,6 @@ double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count)
   LIERE_CUDA_CHECK(cudaMemcpy(&total, totals + count, sizeof(double), cudaMemcpyDeviceToHost));
   return total;
 }
-void Ops::scale(float* x, Index n, float c) { LIERE_CUDA_LAUNCH(k_scale_inplace, n, x, n, c); }
 
 void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
                             Index C, double eps) {

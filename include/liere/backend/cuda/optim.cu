@@ -4,7 +4,7 @@
 //
 // A launch takes its tensors by value in the kernel's parameters (a MultiTensor, under the 4 KiB that every
 // architecture accepts), blockIdx.y the tensor, blockIdx.x and the threads a grid-stride loop over its elements: the
-// per-element bodies of the single-tensor kernels (kernels::adam_update), so the updates are the same.
+// per-element body of the CPU's loops (kernels::adam_update), so the updates are the same.
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/kernels/adam.hpp>

@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kCoopThreads) table_forward_coop(const float* 
   const long stride = long(sh.num_blocks()) * (N * (N - 1) / 2);
   W* a = work + j * std::int64_t(kernels::kExpWork + 2) * NN;
   W* r = a + NN;
-  BlockLoops::each(NN, [&](int e) { a[e] = kernels::block_generator_entry<N, float, W>(wi, stride, p, dim, e); });
+  kernels::block_generator<N, float, W, BlockLoops>(wi, stride, p, dim, a);
   kernels::expm_skew<N, W, BlockLoops>(a, r, r + NN, kPolish<N>);
   float* out = table + i * NN;
   BlockLoops::each(NN, [&](int e) { out[e] = float(r[e]); });
@@ -209,10 +209,8 @@ __global__ void __launch_bounds__(kCoopThreads) table_backward_coop(const float*
   });
   kernels::expm_frechet_skew<N, float, BlockLoops>(r, g, a, l, l + NN);
   float* c = contrib + i * ppb;
-  BlockLoops::each(NN, [&](int e) {  // skew_adjoint_add with scale 1 into zeros
-    const int rr = e / N, cc = e % N;
-    if (rr < cc) c[kernels::triangle_index<N>(rr, cc)] = float(double(l[e]) - double(l[cc * N + rr]));
-  });
+  BlockLoops::each(ppb, [&](int q) { c[q] = 0.f; });
+  kernels::skew_adjoint_add<N, float, float, BlockLoops>(l, 1.0, c);
 }
 
 // dw[set, ax, k, q] += Σ_t p[t, ax] · contrib[(set·rows + t)·nb + k, q], t in order, in double.

@@ -77,31 +77,14 @@ struct NaiveMul : SerialLoops {
   }
 };
 
-// a (N×N) = Σ_i p_i · hat(w + i·axis_stride): w holds the block's strict upper triangle, row-major.
-template <int N, class S, class W>
-LIERE_HOST_DEVICE void block_generator(const S* w, long axis_stride, const S* p, int dim, W* a) {
-  for (int i = 0; i < N * N; ++i) a[i] = W(0);
-  for (int ax = 0; ax < dim; ++ax) {
-    const W pa = W(p[ax]);
-    const S* wa = w + ax * axis_stride;
-    int q = 0;
-    for (int r = 0; r < N; ++r)
-      for (int c = r + 1; c < N; ++c, ++q) {
-        const W v = pa * W(wa[q]);
-        a[r * N + c] += v;
-        a[c * N + r] -= v;
-      }
-  }
-}
-
 // The position of (r, c), r < c, in a block's row-major strict upper triangle.
 template <int N>
 LIERE_HOST_DEVICE constexpr int triangle_index(int r, int c) {
   return r * N - r * (r + 1) / 2 + (c - r - 1);
 }
 
-// Entry e = r·N + c of block_generator's a, on its own (the cooperative kernels: one thread per entry). The same
-// sums in the same order: the same values.
+// Entry e = r·N + c of block_generator's a: Σ_ax p_ax·w_ax[q] above the diagonal, its negative below, the axes
+// in order.
 template <int N, class S, class W>
 LIERE_HOST_DEVICE W block_generator_entry(const S* w, long axis_stride, const S* p, int dim, int e) {
   const int r = e / N, c = e % N;
@@ -118,12 +101,20 @@ LIERE_HOST_DEVICE W block_generator_entry(const S* w, long axis_stride, const S*
   return v;
 }
 
+// a (N×N) = Σ_i p_i · hat(w + i·axis_stride): w holds the block's strict upper triangle, row-major; an entry per
+// Mul::each step (the cooperative kernels: one thread per entry).
+template <int N, class S, class W, class Mul = SerialLoops>
+LIERE_HOST_DEVICE void block_generator(const S* w, long axis_stride, const S* p, int dim, W* a) {
+  Mul::each(N * N, [&](int e) { a[e] = block_generator_entry<N, S, W>(w, axis_stride, p, dim, e); });
+}
+
 // dw(r, c) += scale·(da(r, c) − da(c, r)), r < c, into the block's coordinates (hat's adjoint).
-template <int N, class W, class D>
+template <int N, class W, class D, class Mul = SerialLoops>
 LIERE_HOST_DEVICE void skew_adjoint_add(const W* da, double scale, D* dw) {
-  int q = 0;
-  for (int r = 0; r < N; ++r)
-    for (int c = r + 1; c < N; ++c, ++q) dw[q] += D(scale * (double(da[r * N + c]) - double(da[c * N + r])));
+  Mul::each(N * N, [&](int e) {
+    const int r = e / N, c = e % N;
+    if (r < c) dw[triangle_index<N>(r, c)] += D(scale * (double(da[e]) - double(da[c * N + r])));
+  });
 }
 
 LIERE_HOST_DEVICE inline double sinc_stable(double x) {
