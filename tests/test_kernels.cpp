@@ -14,6 +14,7 @@
 #include <liere/backend/kernels/reduce.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
+#include <liere/backend/rotate_gemms.hpp>
 #include <liere/pe/rotation_table.hpp>
 #ifdef LIERE_WITH_CUDA
 #include <liere/backend/cuda/ops.hpp>  // host code: SeamOps::attention_call
@@ -23,6 +24,7 @@
 #include <array>
 #include <barrier>
 #include <climits>
+#include <limits>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -143,6 +145,138 @@ TEST_CASE("kernels: rotate_entry / rotate_backward_entry (one thread per element
   CHECK(max_abs_diff(y, y_cpu) <= tol);
   CHECK(max_abs_diff(dx, dx_cpu) <= tol);
   CHECK(max_abs_diff(dr, dr_cpu) <= tol * B * H);
+}
+
+namespace {
+// cuBLAS's strided-batched GEMM as cuda::gemm calls it, written out: row-major C = op(A)·op(B) + β·C per product
+// (β = 0 never reads C), the leading dimensions held to what cuBLAS accepts (it answers INVALID_VALUE otherwise),
+// every element of A, B read and C written recorded, so a product that reaches outside its buffer fails.
+struct Buffer {
+  const float* begin;
+  std::size_t size;
+  bool holds(const float* p) const { return p >= begin && p < begin + size; }
+};
+struct RecordingGemms {
+  std::vector<Buffer> inputs, outputs;
+  int calls = 0;
+  bool inside = true;  // every element read and written lies in its buffers
+  void operator()(bool ta, bool tb, Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb,
+                  float beta, float* C, Index ldc, GemmBatch batch) {
+    ++calls;
+    REQUIRE((M > 0 && N > 0 && K > 0));
+    REQUIRE(lda >= (ta ? M : K));  // A stored (K, M) when transposed, else (M, K)
+    REQUIRE(ldb >= (tb ? K : N));
+    REQUIRE(ldc >= N);
+    REQUIRE(batch.count >= 1);
+    for (Index i = 0; i < batch.count; ++i) {
+      const float *a = A + i * batch.a, *b = B + i * batch.b;
+      float* c = C + i * batch.c;
+      for (Index m = 0; m < M; ++m)
+        for (Index n = 0; n < N; ++n) {
+          double acc = 0;
+          for (Index k = 0; k < K; ++k) {
+            const float* pa = ta ? a + k * lda + m : a + m * lda + k;
+            const float* pb = tb ? b + n * ldb + k : b + k * ldb + n;
+            if (!reads(pa) || !reads(pb)) {
+              inside = false;
+              continue;
+            }
+            acc += double(*pa) * double(*pb);
+          }
+          float* pc = c + m * ldc + n;
+          if (!writes(pc)) {
+            inside = false;
+            continue;
+          }
+          *pc = beta == 0.f ? float(acc) : float(acc + double(beta) * double(*pc));
+        }
+    }
+  }
+  bool reads(const float* p) const {
+    return std::any_of(inputs.begin(), inputs.end(), [&](const Buffer& b) { return b.holds(p); });
+  }
+  bool writes(const float* p) const {
+    return std::any_of(outputs.begin(), outputs.end(), [&](const Buffer& b) { return b.holds(p); });
+  }
+};
+}  // namespace
+
+TEST_CASE("kernels: rotate_gemms (the GPU's strided-batched products for large blocks) match the element kernels",
+          "[kernels][rotate]") {
+  // The attention's geometry on the GPU: q, k in a packed qkv buffer (token stride 3·H·D), the first `first`
+  // tokens not rotated (the table has T − first rows), q̂ and dq̂ in (B, H, T, D) scratch; two heads sharing one
+  // table and one dR. Reference: kernels::rotate_entry / rotate_backward_entry / rotate_row_grad, one element at
+  // a time. Entries outside the rotated tokens of the head must stay as they were.
+  const int block = GENERATE(2, 8, 16, 32, 64);
+  const int first = GENERATE(0, 1);
+  const int D = 64, B = 3, T = 6, H = 2, nb = D / block, tr = T - first, HD = H * D, ld = 3 * HD;
+  INFO("block " << block << ", first rotated token " << first);
+  const std::vector<float> r = randn(std::size_t(tr) * nb * block * block, 11);
+  const RotationTableView<const float> table{r.data(), tr, D, block};
+  const std::vector<float> qkv = randn(std::size_t(B) * T * ld, 12), dqh = randn(std::size_t(B) * H * T * D, 13);
+  const HeadsLayout xl{std::int64_t(T) * ld, ld}, hl{std::int64_t(H) * T * D, D};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto x_at = [&](int b, int t, int h) { return qkv.data() + b * xl.batch + t * xl.token + h * D; };
+  auto g_at = [&](int b, int t, int h) { return dqh.data() + b * hl.batch + t * hl.token + h * T * D; };
+
+  // forward: q̂ (B, H, T, D) from q, written only at rotated tokens (the rest stays NaN here)
+  std::vector<float> qh(dqh.size(), nan);
+  RecordingGemms g;
+  g.inputs = {{qkv.data(), qkv.size()}, {r.data(), r.size()}};
+  g.outputs = {{qh.data(), qh.size()}};
+  for (int h = 0; h < H; ++h)
+    rotate_gemms<float>(table, x_at(0, first, h), xl, qh.data() + h * T * D + first * D, hl, B, g);
+  CHECK(g.calls == H * nb);
+  CHECK(g.inside);
+  // backward: dq (packed, accumulated: β = 1 onto random values) and dx̃ (contiguous, overwritten: β = 0 onto NaN)
+  std::vector<float> dq = randn(qkv.size(), 14), dx(std::size_t(B) * T * HD, nan), dr = randn(r.size(), 15);
+  const std::vector<float> dq0 = dq, dr0 = dr;
+  const HeadsLayout cl{std::int64_t(T) * HD, HD};
+  RecordingGemms gb;
+  gb.inputs = {{dqh.data(), dqh.size()}, {r.data(), r.size()}, {qkv.data(), qkv.size()}};
+  gb.outputs = {{dq.data(), dq.size()}, {dx.data(), dx.size()}, {dr.data(), dr.size()}};
+  const RotationTableView<float> dtable{dr.data(), tr, D, block};
+  for (int h = 0; h < H; ++h) {
+    const float* gh = g_at(0, first, h);
+    rotate_backward_gemms<float>(table, gh, hl, dq.data() + first * ld + h * D, xl, 1.f, B, gb);
+    rotate_backward_gemms<float>(table, gh, hl, dx.data() + first * HD + h * D, cl, 0.f, B, gb);
+    rotate_grad_gemms<float>(dtable, gh, hl, x_at(0, first, h), xl, B, gb);
+  }
+
+  std::vector<float> dr_ref = dr0;
+  const float tol = 1e-5f * float(block);
+  float ey = 0, edq = 0, edx = 0;
+  bool untouched = true;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        const float* qrow = x_at(b, t, h);
+        const float* grow = g_at(b, t, h);
+        for (int i = 0; i < D; ++i) {
+          const std::size_t hi = std::size_t(b) * hl.batch + std::size_t(h) * T * D + std::size_t(t) * D + std::size_t(i);
+          const std::size_t pi = std::size_t(b) * xl.batch + std::size_t(t) * ld + std::size_t(h) * D + std::size_t(i);
+          const std::size_t ci = std::size_t(b) * cl.batch + std::size_t(t) * HD + std::size_t(h) * D + std::size_t(i);
+          if (t < first) {
+            untouched = untouched && std::isnan(qh[hi]) && dq[pi] == dq0[pi] && std::isnan(dx[ci]);
+            continue;
+          }
+          const float* blk = table.block_data(t - first, i / block);
+          const int base = i - i % block;
+          ey = std::max(ey, std::abs(qh[hi] - kernels::rotate_entry(blk, block, qrow + base, i % block)));
+          const float back = kernels::rotate_backward_entry(blk, block, grow + base, i % block);
+          edq = std::max(edq, std::abs(dq[pi] - (dq0[pi] + back)));
+          edx = std::max(edx, std::abs(dx[ci] - back));
+        }
+        if (t >= first) kernels::rotate_row_grad(grow, qrow, nb, block, dr_ref.data() + std::size_t(t - first) * nb * block * block);
+      }
+  // the packed buffer's k and v columns (beyond H·D in each token) untouched
+  for (std::size_t i = 0; i < dq.size(); ++i) untouched = untouched && (i % ld < std::size_t(HD) || dq[i] == dq0[i]);
+  CHECK(gb.inside);
+  CHECK(untouched);
+  CHECK(ey <= tol);
+  CHECK(edq <= tol);
+  CHECK(edx <= tol);
+  CHECK(max_abs_diff(dr, dr_ref) <= tol * B * H);
 }
 
 TEST_CASE("kernels: softmax_row / softmax_row_backward match the CPU's vectorised rows", "[kernels]") {

@@ -39,6 +39,13 @@ inline void check_attention_grads(bool has_drot, std::size_t drot_size, std::siz
                                       << " head rotations");
 }
 
+// A strided batch of GEMMs (cuda::gemm, backend/rotate_gemms.hpp): count ≥ 1 products, the i-th on A + i·a,
+// B + i·b, C + i·c (strides in elements); count 0: one product, no batch.
+struct GemmBatch {
+  Index count = 0;
+  Index a = 0, b = 0, c = 0;
+};
+
 // Where element (b, t, h, i) of a (B, T, H, D) buffer lives: b·batch + t·token + h·D + i. Contiguous buffers
 // have token = H·D and batch = T·H·D; a packed qkv buffer has token = 3·H·D.
 struct HeadsLayout {

@@ -11,30 +11,12 @@
 #include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <liere/core/config.hpp>
+#include <liere/pe/rotation_table_view.hpp>
 #include <span>
 #include <type_traits>
 #include <vector>
 
 namespace liere {
-
-// A non-owning view of consecutive rows of a table (Scalar may be const): what rotate() reads and
-// rotate_backward() accumulates into, so one table of (sets × T) rows can serve several heads. The memory may
-// be on any device (a CUDA kernel reads a view of device memory).
-template <class Scalar>
-struct RotationTableView {
-  Scalar* data = nullptr;  // (tokens, head_dim/block, block, block)
-  int tokens = 0, head_dim = 0, block = 0;
-
-  int num_blocks() const { return block ? head_dim / block : 0; }
-  Scalar* block_data(int t, int k) const { return data + (std::size_t(t) * num_blocks() + k) * block * block; }
-  explicit operator bool() const { return data != nullptr; }
-  // A mutable view converts to a read-only one.
-  operator RotationTableView<const Scalar>() const
-    requires(!std::is_const_v<Scalar>)
-  {
-    return {data, tokens, head_dim, block};
-  }
-};
 
 template <class Scalar>
 class RotationTable {

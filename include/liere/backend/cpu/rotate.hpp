@@ -9,13 +9,17 @@
 //   rotate_backward  dx[b,t,h,:] += R(t)ᵀ · dy[b,t,h,:],   dR(t) += Σ_b,h dy xᵀ   (both accumulate)
 //
 // Blocks up to kRowKernelMaxBlock are applied row by row with fixed-size products, R(t) held in L1 across the
-// batch; larger ones gather the batch's rows of one (t, h) into a (B, D) panel and go through one GEMM per
-// block. The row kernels are also used by the fused attention path (backend/cpu/attention.hpp).
+// batch; larger ones, with a table shared by the batch, as the strided-batched GEMMs of backend/rotate_gemms.hpp
+// (one product per (token, block) over the batch's rows, in place on the strided buffers: the GPU runs the same
+// products on cuBLAS), the tokens' products spread over the threads. The row kernels are also used by the fused
+// attention path (backend/cpu/attention.hpp).
 #pragma once
 
 #include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/rotate_gemms.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
 #include <liere/pe/blocks.hpp>
@@ -37,8 +41,8 @@ void check_rotate_args(const RotationTableView<const Scalar>& table, int batch, 
                    << batch << "); expected " << tokens << " or " << batch * tokens << " rows");
 }
 
-// Blocks up to this size go through the row kernels below.
-inline constexpr int kRowKernelMaxBlock = 16;
+// Blocks up to this size go through the row kernels below, larger ones through rotate_gemms.hpp.
+inline constexpr int kRowKernelMaxBlock = kGemmRotationAbove;
 
 template <int Block, class Scalar>
 using ColBlock = Eigen::Matrix<Scalar, Block, Block, Eigen::ColMajor>;
@@ -109,12 +113,18 @@ inline void prefetch_row(const Scalar* row, int d) {
 }
 inline constexpr int kPrefetchAhead = 4;
 
-// The rows x(b, t, h, :) for b = 0…B−1 (stride `stride` between sequences) into a (B, D) row-major panel.
-template <class Scalar, class Panel>
-void gather_rows(const Scalar* x, std::int64_t stride, int batch, int d, Panel& p) {
-  p.resize(batch, d);
-  for (int b = 0; b < batch; ++b) std::copy_n(x + b * stride, d, p.data() + std::int64_t(b) * d);
-}
+// The products of backend/rotate_gemms.hpp on the CPU: a batch's products (each writing its own C) spread over
+// the threads, each through gemm() on its thread.
+template <class Scalar>
+struct ThreadedGemms {
+  void operator()(bool ta, bool tb, Index M, Index N, Index K, const Scalar* A, Index lda, const Scalar* B, Index ldb,
+                  Scalar beta, Scalar* C, Index ldc, GemmBatch batch) const {
+    const Index n = batch.count > 0 ? batch.count : 1;
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < n; ++i)
+      gemm<Scalar>(ta, tb, M, N, K, Scalar(1), A + i * batch.a, lda, B + i * batch.b, ldb, beta, C + i * batch.c, ldc);
+  }
+};
 
 // y = R·x for one block size known at compile time; x and y may be the same buffer.
 template <int Block, class Scalar>
@@ -122,34 +132,40 @@ void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, 
                  HeadsLayout yl, int batch, int tokens, int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   using Vec = Eigen::Matrix<Scalar, Block, 1>;
-  using Panel = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1, nh = h1 - h0;
-  if (table.tokens == tokens) {
-    // Shared table: per (t, h) the B rows x(b, t, h, :), R(t) reused for all of them.
+  if (table.tokens == tokens && Block > kRowKernelMaxBlock) {
+    // Shared table, large blocks: per head, one strided batch of GEMMs per block. In place (y is x), the head's
+    // rows go through a contiguous copy first.
+    std::vector<Scalar> copy;
+    const HeadsLayout cl = HeadsLayout::contiguous(tokens, 1, d);
+    for (int h = h0; h < h1; ++h) {
+      const Scalar* xh = x + std::int64_t(h) * d;
+      HeadsLayout xhl = xl;
+      if (x == y) {
+        copy.resize(std::size_t(batch) * tokens * d);
+        for (int b = 0; b < batch; ++b)
+          for (int t = 0; t < tokens; ++t)
+            std::copy_n(xh + b * xl.batch + t * xl.token, d, copy.data() + b * cl.batch + t * cl.token);
+        xh = copy.data(), xhl = cl;
+      }
+      rotate_gemms<Scalar>(table, xh, xhl, y + std::int64_t(h) * d, yl, batch, ThreadedGemms<Scalar>{});
+    }
+  } else if (table.tokens == tokens) {
+    // Shared table, small blocks: per (t, h) the B rows x(b, t, h, :), R(t) reused for all of them.
     const std::int64_t work = std::int64_t(tokens) * nh;
 #pragma omp parallel
     {
-      std::vector<ColBlock<Block, Scalar>> rc(nb);  // R(t)'s blocks, column-major (small blocks)
-      Panel xp, yp;                                 // (B, D) gathered rows (large blocks)
+      std::vector<ColBlock<Block, Scalar>> rc(nb);  // R(t)'s blocks, column-major
 #pragma omp for schedule(static)
       for (std::int64_t w = 0; w < work; ++w) {
         const int t = int(w / nh), h = h0 + int(w % nh);
         const Scalar* xt = x + t * xl.token + std::int64_t(h) * d;
         Scalar* yt = y + t * yl.token + std::int64_t(h) * d;
-        if constexpr (Block <= kRowKernelMaxBlock) {
-          for (int k = 0; k < nb; ++k) rc[k] = Eigen::Map<const RowMat>(table.block_data(t, k));
-          for (int b = 0; b < batch; ++b) {
-            if (b + kPrefetchAhead < batch) prefetch_row(xt + (b + kPrefetchAhead) * xl.batch, d);
-            rotate_row<Block>(rc.data(), nb, xt + b * xl.batch, yt + b * yl.batch);
-          }
-        } else {
-          gather_rows(xt, xl.batch, batch, d, xp);
-          yp.resize(batch, d);
-          for (int k = 0; k < nb; ++k)  // Y_k (B, b) = X_k · R_kᵀ
-            yp.middleCols(k * Block, Block).noalias() =
-                xp.middleCols(k * Block, Block) * Eigen::Map<const RowMat>(table.block_data(t, k)).transpose();
-          for (int b = 0; b < batch; ++b) std::copy_n(yp.data() + std::int64_t(b) * d, d, yt + b * yl.batch);
+        for (int k = 0; k < nb; ++k) rc[k] = Eigen::Map<const RowMat>(table.block_data(t, k));
+        for (int b = 0; b < batch; ++b) {
+          if (b + kPrefetchAhead < batch) prefetch_row(xt + (b + kPrefetchAhead) * xl.batch, d);
+          rotate_row<Block>(rc.data(), nb, xt + b * xl.batch, yt + b * yl.batch);
         }
       }
     }
@@ -177,53 +193,34 @@ void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Sc
                           const Scalar* dy, HeadsLayout dyl, Scalar* dx, HeadsLayout dxl,
                           const RotationTableView<Scalar>& dtable, int batch, int tokens, int heads, int head) {
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
-  using Panel = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1;
-  if (table.tokens == tokens) {
-    // Parallel over t: every dR(t) is written by one thread, sequences and heads summed in order
-    // (deterministic). Per (t, h) as in the forward: R(t) and dR(t) stay in cache across the batch.
-#pragma omp parallel
-    {
-      Panel xp, dyp, dxp;  // (B, D) gathered rows (large blocks)
-#pragma omp for schedule(static)
-      for (int t = 0; t < tokens; ++t) {
-        for (int h = h0; h < h1; ++h) {
-          const std::int64_t col = std::int64_t(h) * d;
-          const Scalar* xt = x + t * xl.token + col;
-          const Scalar* dyt = dy + t * dyl.token + col;
-          if constexpr (Block <= kRowKernelMaxBlock) {
-            Scalar* dxt = dx ? dx + t * dxl.token + col : nullptr;
-            for (int b = 0; b < batch; ++b) {
-              if (b + kPrefetchAhead < batch) {
-                prefetch_row(dyt + (b + kPrefetchAhead) * dyl.batch, d);
-                if (dxt) prefetch_row(dxt + (b + kPrefetchAhead) * dxl.batch, d);
-                if (dtable) prefetch_row(xt + (b + kPrefetchAhead) * xl.batch, d);
-              }
-              if (dxt) rotate_row_backward<Block>(table.block_data(t, 0), nb, dyt + b * dyl.batch, dxt + b * dxl.batch);
-              if (dtable) rotate_row_grad<Block>(dyt + b * dyl.batch, xt + b * xl.batch, nb, dtable.block_data(t, 0));
-            }
-          } else {
-            gather_rows(dyt, dyl.batch, batch, d, dyp);
-            if (dx) {
-              dxp.resize(batch, d);
-              for (int k = 0; k < nb; ++k)  // dX_k (B, b) = dY_k · R_k
-                dxp.middleCols(k * Block, Block).noalias() =
-                    dyp.middleCols(k * Block, Block) * Eigen::Map<const RowMat>(table.block_data(t, k));
-              Scalar* dxt = dx + t * dxl.token + col;
-              for (int b = 0; b < batch; ++b) {
-                Scalar* row = dxt + b * dxl.batch;
-                const Scalar* src = dxp.data() + std::int64_t(b) * d;
-                for (int i = 0; i < d; ++i) row[i] += src[i];
-              }
-            }
-            if (dtable) {
-              gather_rows(xt, xl.batch, batch, d, xp);
-              for (int k = 0; k < nb; ++k)  // dR_k += dY_kᵀ · X_k
-                Eigen::Map<RowMat>(dtable.block_data(t, k)).noalias() +=
-                    dyp.middleCols(k * Block, Block).transpose() * xp.middleCols(k * Block, Block);
-            }
+  if (table.tokens == tokens && Block > kRowKernelMaxBlock) {
+    // Shared table, large blocks: per head, strided batches of GEMMs (dx += dY·R, dR += dYᵀ·X); every dR(t) is
+    // one product's, the heads added in order (deterministic).
+    for (int h = h0; h < h1; ++h) {
+      const std::int64_t col = std::int64_t(h) * d;
+      if (dx) rotate_backward_gemms<Scalar>(table, dy + col, dyl, dx + col, dxl, Scalar(1), batch, ThreadedGemms<Scalar>{});
+      if (dtable) rotate_grad_gemms<Scalar>(dtable, dy + col, dyl, x + col, xl, batch, ThreadedGemms<Scalar>{});
+    }
+  } else if (table.tokens == tokens) {
+    // Shared table, small blocks. Parallel over t: every dR(t) is written by one thread, sequences and heads
+    // summed in order (deterministic). Per (t, h) as in the forward: R(t) and dR(t) stay in cache across the batch.
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = h0; h < h1; ++h) {
+        const std::int64_t col = std::int64_t(h) * d;
+        const Scalar* xt = x + t * xl.token + col;
+        const Scalar* dyt = dy + t * dyl.token + col;
+        Scalar* dxt = dx ? dx + t * dxl.token + col : nullptr;
+        for (int b = 0; b < batch; ++b) {
+          if (b + kPrefetchAhead < batch) {
+            prefetch_row(dyt + (b + kPrefetchAhead) * dyl.batch, d);
+            if (dxt) prefetch_row(dxt + (b + kPrefetchAhead) * dxl.batch, d);
+            if (dtable) prefetch_row(xt + (b + kPrefetchAhead) * xl.batch, d);
           }
+          if (dxt) rotate_row_backward<Block>(table.block_data(t, 0), nb, dyt + b * dyl.batch, dxt + b * dxl.batch);
+          if (dtable) rotate_row_grad<Block>(dyt + b * dyl.batch, xt + b * xl.batch, nb, dtable.block_data(t, 0));
         }
       }
     }

@@ -119,13 +119,11 @@ void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out);
 
 // The one cuBLAS wrapper (linear.cu): row-major C (M, N) = alpha · op(A) · op(B) + beta · C, like cpu::gemm
 // (cublasSgemm); with a batch, batch.count ≥ 1 such products, the i-th on A + i·batch.a, B + i·batch.b,
-// C + i·batch.c (cublasSgemmStridedBatched). Every size is checked against cuBLAS's int (blas_int).
-struct GemmBatch {
-  Index count = 0;            // 0: no batch, one product
-  Index a = 0, b = 0, c = 0;  // strides between the products' matrices, in elements
-};
+// C + i·batch.c (cublasSgemmStridedBatched; GemmBatch: backend/types.hpp). Every size is checked against cuBLAS's
+// int (blas_int). full_float: in full float even when TF32 is on (set_tf32), for the rotations, which TF32's
+// 10-bit inputs would make non-orthogonal by ~1e-3.
 void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
-          Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
+          Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {}, bool full_float = false);
 
 // ---- what attention and the rotation tables show besides their ops ---------------------------------------------
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error

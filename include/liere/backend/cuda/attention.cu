@@ -4,14 +4,18 @@
 // Forward:
 //   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward
 //   gather      q̂, k̂, v (B, H, T, D) from the packed qkv rows: q̂ = R(t)·q blockwise (kernels::rotate_entry, one
-//               thread per output element, every block size), tokens < f and heads without a table copied
+//               thread per output element), tokens < f and heads without a table copied. Blocks larger than
+//               kGemmRotationAbove (16) with a table shared by the batch: the gather copies the rest, and the
+//               rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp (the CPU's products),
+//               in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      cublasSgemmStridedBatched over the B·H heads
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
 //   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry, the batch summed in order; heads sharing a table summed by
-//   the same thread, so there are no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x.
+//   the same thread, so there are no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x. Large shared blocks: both
+//   as the GEMMs of rotate_gemms.hpp (heads into a shared dR one after the other).
 // Memory: every buffer is a DeviceBlock of the CUDA BufferPool (memory.hpp), so the pool reuses it and its
 // trim-and-retry on out of memory covers it. A forward that a backward will follow (AttentionCall::backward) keeps
 // q̂, k̂, v, P (and x̃) in the layer's state; the backward gives q̂, k̂, v, x̃ back and keeps P (the attention map of
@@ -23,6 +27,7 @@
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
+#include <liere/backend/rotate_gemms.hpp>
 
 #include <cmath>
 #include <vector>
@@ -48,10 +53,12 @@ State& state_of(AttentionState& st) {
   return *static_cast<State*>(st.get());
 }
 
-// Per-head table pointers and the table geometry, by value into the kernels.
+// Per-head table pointers and the table geometry, by value into the kernels. by_gemm: the rotated entries are
+// the GEMMs' (rotate_gemms.hpp), the element kernels leave them alone.
 struct Rot {
   const float* tables[kMaxHeads];
   int block, nb, table_tokens, first, tr;
+  bool by_gemm;
 };
 
 bool any_transform(const AttentionCall& a) {
@@ -68,8 +75,21 @@ Rot rot_of(const AttentionCall& a) {
   r.table_tokens = a.table_tokens;
   r.first = a.first_rotated;
   r.tr = a.s.tokens - a.first_rotated;
+  r.by_gemm = r.table_tokens == r.tr && r.block > kGemmRotationAbove;
   return r;
 }
+
+// rotate_gemms.hpp's products on cuBLAS, in full float (TF32's 10-bit inputs would make R·x a non-rotation).
+struct DeviceGemms {
+  void operator()(bool ta, bool tb, Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb,
+                  float beta, float* C, Index ldc, GemmBatch batch) const {
+    gemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, batch, true);
+  }
+};
+// Head h's table as a view (device pointer, shared rows: by_gemm only).
+RotationTableView<const float> table_view(const Rot& r, int h, int D) { return {r.tables[h], r.tr, D, r.block}; }
+// The (B, H, T, D) scratch of head h from the first rotated token, as a HeadsLayout.
+HeadsLayout heads_layout(int T, int H, int D) { return {std::int64_t(H) * T * D, D}; }
 
 // The table block of head h, token t (≥ first) of sequence b that covers element i.
 __device__ inline const float* table_block(const Rot& r, int h, Index b, int t, int i) {
@@ -86,10 +106,12 @@ __global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std:
     const Index b = idx / (Index(D) * T * H);
     const std::int64_t off = b * sb + t * st + h * D;
     if (r.tables[h] && t >= r.first) {
-      const float* blk = table_block(r, h, b, t, i);
-      const int base = i - i % r.block;
-      qh[idx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
-      kh[idx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
+      if (!r.by_gemm) {
+        const float* blk = table_block(r, h, b, t, i);
+        const int base = i - i % r.block;
+        qh[idx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
+        kh[idx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
+      }
     } else {
       qh[idx] = sq[off + i];
       kh[idx] = sk[off + i];
@@ -149,7 +171,10 @@ __global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq,
     const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
     const Index b = idx / (Index(D) * T * H);
     float gq, gk;
-    if (r.tables[h] && t >= r.first) {
+    const bool rotated = r.tables[h] && t >= r.first;
+    if (rotated && r.by_gemm) {
+      gq = gk = 0.f;  // the GEMMs' entries
+    } else if (rotated) {
       const float* blk = table_block(r, h, b, t, i);
       const Index base = idx - i % r.block;
       gq = kernels::rotate_backward_entry(blk, r.block, dqh + base, i % r.block);
@@ -158,7 +183,7 @@ __global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq,
       gq = dqh[idx];
       gk = dkh[idx];
     }
-    if (dq) {
+    if (dq && !(rotated && r.by_gemm)) {
       const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i;
       dq[o] = overwrite ? gq : dq[o] + gq;
       dk[o] = overwrite ? gk : dk[o] + gk;
@@ -252,6 +277,16 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   }
   const Rot r = rot_of(a);
   LIERE_CUDA_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
+  if (r.by_gemm) {
+    const HeadsLayout src{sb, stok}, dst = heads_layout(T, H, D);
+    const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
+    for (int h = 0; h < H; ++h)
+      if (r.tables[h]) {
+        const std::int64_t hs = from + std::int64_t(h) * D, hd = to + std::int64_t(h) * T * D;
+        rotate_gemms<float>(table_view(r, h, D), sq + hs, src, qh + hd, dst, B, DeviceGemms{});
+        rotate_gemms<float>(table_view(r, h, D), sk + hs, src, kh + hd, dst, B, DeviceGemms{});
+      }
+  }
   const float scale = 1.f / std::sqrt(float(D));
   const long long TD = (long long)T * D, TT = (long long)T * T;
   gemm(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TI, {BH, TD, TD, TT});
@@ -314,6 +349,20 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H,
                       D);
   }
+  const HeadsLayout gl = heads_layout(T, H, D);  // dq̂, dk̂
+  const std::int64_t gfrom = std::int64_t(r.first) * D;
+  float* gq = transformed ? dxq : dq;
+  float* gk = transformed ? dxk : dk;
+  if (r.by_gemm && gq) {  // dx = R(t)ᵀ dq̂ (transforms: into dx̃, overwritten) or dq += R(t)ᵀ dq̂
+    const HeadsLayout xl = transformed ? HeadsLayout{std::int64_t(T) * HD, HD} : HeadsLayout{std::int64_t(T) * a.ld, a.ld};
+    const float beta = transformed ? 0.f : 1.f;
+    for (int h = 0; h < H; ++h)
+      if (r.tables[h]) {
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
+        rotate_backward_gemms<float>(table_view(r, h, D), dqh + hg, gl, gq + hx, xl, beta, B, DeviceGemms{});
+        rotate_backward_gemms<float>(table_view(r, h, D), dkh + hg, gl, gk + hx, xl, beta, B, DeviceGemms{});
+      }
+  }
   // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
   DTables d{};
   for (int h = 0; h < H && !dtables.empty(); ++h) {
@@ -327,8 +376,20 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   if (d.count > 0) {
     const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
     const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B, T,
-                      H, D);
+    if (r.by_gemm) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, head after head
+      const HeadsLayout xl{sb, stok};
+      for (int h = 0; h < H; ++h) {
+        float* dt = dtables[std::size_t(h)];
+        if (!dt || !r.tables[h]) continue;
+        const RotationTableView<float> dtab{dt, r.tr, D, r.block};
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hx = std::int64_t(r.first) * stok + std::int64_t(h) * D;
+        rotate_grad_gemms<float>(dtab, dqh + hg, gl, xq + hx, xl, B, DeviceGemms{});
+        rotate_grad_gemms<float>(dtab, dkh + hg, gl, xk + hx, xl, B, DeviceGemms{});
+      }
+    } else {
+      LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B,
+                        T, H, D);
+    }
   }
   if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);
   st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope

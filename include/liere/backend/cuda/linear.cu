@@ -11,8 +11,23 @@
 
 namespace liere::cuda {
 
+namespace {
+// Full float for one call while TF32 is on: the handle's math mode back to the default, restored on leaving.
+struct FullFloat {
+  bool on;
+  explicit FullFloat(bool want) : on(want && tf32()) {
+    if (on) LIERE_CUBLAS_CHECK(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH));
+  }
+  ~FullFloat() {
+    if (on) cublasSetMathMode(blas(), CUBLAS_TF32_TENSOR_OP_MATH);
+  }
+  FullFloat(const FullFloat&) = delete;
+  FullFloat& operator=(const FullFloat&) = delete;
+};
+}  // namespace
+
 void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
-          Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+          Index ldb, float beta, float* C, Index ldc, GemmBatch batch, bool full_float) {
   if (M <= 0 || N <= 0) return;
   const char* op = "cuda::gemm";
   if (K <= 0) {  // C = beta·C
@@ -26,6 +41,7 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
             k = blas_int(K, op, "K (the summed dimension)");
   const int la = blas_int(lda, op, "lda"), lb = blas_int(ldb, op, "ldb"), lc = blas_int(ldc, op, "ldc");
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const FullFloat mode(full_float);
   if (batch.count == 0) {
     LIERE_CUBLAS_CHECK(cublasSgemm(blas(), opb, opa, n, m, k, &alpha, B, lb, A, la, &beta, C, lc));
   } else {
