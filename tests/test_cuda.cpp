@@ -344,15 +344,19 @@ TEST_CASE("cuda: reductions over several chunks, dropout's accumulating backward
       CHECK_ERR(scaled_err(g, want), 1e-6);
     }
   }
-  // The global norm's one-read form: several tensors (an empty one among them) give the sum of their own sums,
-  // added in order: the same bits as sum_squares one tensor at a time.
+  // The global norm's one-read form: several tensors (empty ones among them; 32, more than one launch's 24) give
+  // the sum of their own sums, added in order: the same bits as sum_squares one tensor at a time.
   {
     std::vector<Tensor> ts;
     std::vector<const float*> xs;
     std::vector<Index> ns;
     double one_by_one = 0.0;
-    for (Index n : {Index(100000), Index(0), Index(7), Index(8192)}) {
-      if (n > 0) ts.push_back(Tensor::from(Shape{n}, randn(n, 60 + std::uint64_t(n)), Device::cuda));
+    std::vector<Index> sizes;
+    for (int r = 0; r < 8; ++r)
+      for (Index n : {Index(100000), Index(0), Index(7), Index(8192 + r)}) sizes.push_back(n);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const Index n = sizes[i];
+      if (n > 0) ts.push_back(Tensor::from(Shape{n}, randn(n, 60 + std::uint64_t(n) + i), Device::cuda));
       xs.push_back(n > 0 ? ts.back().data() : nullptr);
       ns.push_back(n);
       one_by_one += cuda::Ops::sum_squares(xs.back(), n);

@@ -13,8 +13,8 @@
 //   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
-//   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry, the batch summed in order; heads sharing a table summed by
-//   the same thread, so there are no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x. Large shared blocks: both
+//   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry and run of the batch a thread, heads sharing a table summed
+//   by the same thread, then the runs added in order: no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x. Large shared blocks: both
 //   as the GEMMs of rotate_gemms.hpp (heads into a shared dR one after the other).
 // Memory: every buffer is a DeviceBlock of the CUDA BufferPool (memory.hpp), so the pool reuses it and its
 // trim-and-retry on out of memory covers it. A forward that a backward will follow (AttentionCall::backward) keeps
@@ -199,17 +199,24 @@ struct DTables {
   unsigned long long heads[kMaxHeads];  // bit h: head h accumulates into dtables[u]
   int count;
 };
+// Shared tables: the batch in `chunks` runs of `chunk` sequences, one thread per (run, entry) writing its partial sum
+// to part[run · entries + entry] (k_dtables_finish adds the runs in order); per-sequence tables: one run, the
+// sequence of the row.
 __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
-                          std::int64_t st, Rot r, DTables d, int B, int T, int H, int D) {
+                          std::int64_t st, Rot r, DTables d, int B, int T, int H, int D, int chunk, int chunks,
+                          float* part) {
   const int bb = r.block * r.block;
-  const Index per = Index(r.table_tokens) * r.nb * bb;
-  LIERE_CUDA_LOOP(e, Index(d.count) * per) {
+  const Index per = Index(r.table_tokens) * r.nb * bb, entries = Index(d.count) * per;
+  LIERE_CUDA_LOOP(idx, entries * chunks) {
+    const Index e = idx % entries;
+    const int c = int(idx / entries);
     const int u = int(e / per);
     const Index rem = e % per;
     const int j = int(rem % r.block), i = int((rem / r.block) % r.block), kb = int((rem / bb) % r.nb);
     const Index row = rem / (Index(r.nb) * bb);
     const bool shared = r.table_tokens == r.tr;
-    const Index b0 = shared ? 0 : row / r.tr, b1 = shared ? B : b0 + 1;
+    const Index b0 = shared ? Index(c) * chunk : row / r.tr;
+    const Index b1 = shared ? (b0 + chunk < B ? b0 + chunk : B) : b0 + 1;
     const int t = r.first + int(shared ? row : row % r.tr);
     float acc = 0.f;
     for (int h = 0; h < H; ++h) {
@@ -221,8 +228,27 @@ __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, c
         acc += dqh[g + di] * xq[x + xj] + dkh[g + di] * xk[x + xj];
       }
     }
-    d.dtables[u][rem] += acc;
+    part[idx] = acc;
   }
+}
+__global__ void k_dtables_finish(const float* part, Index entries, int chunks, Rot r, DTables d) {
+  const Index per = Index(r.table_tokens) * r.nb * r.block * r.block;
+  LIERE_CUDA_LOOP(e, entries) {
+    float acc = 0.f;
+    for (int c = 0; c < chunks; ++c) acc += part[Index(c) * entries + e];
+    d.dtables[e / per][e % per] += acc;
+  }
+}
+// Runs of the batch for k_dtables: enough threads to fill a large GPU (about 2^19), runs of at least 8 sequences.
+void dtables_runs(Index entries, int B, bool shared, int* chunk, int* chunks) {
+  int n = 1;
+  if (shared) {
+    const Index want = (Index(1) << 19) / (entries > 0 ? entries : 1);
+    n = int(want < B / 8 ? want : B / 8);
+    n = n > 1 ? n : 1;
+  }
+  *chunk = (B + n - 1) / n;
+  *chunks = (B + *chunk - 1) / *chunk;
 }
 
 // Through x̃ = P·x: dx += dx̃ P, dP += dx̃ᵀ x (heads without a transform: dx += dx̃).
@@ -387,8 +413,13 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
         rotate_grad_gemms<float>(dtab, dkh + hg, gl, xk + hx, xl, B, DeviceGemms{});
       }
     } else {
-      LIERE_CUDA_LAUNCH(k_dtables, Index(d.count) * r.table_tokens * D * r.block, dqh, dkh, xq, xk, sb, stok, r, d, B,
-                        T, H, D);
+      const Index entries = Index(d.count) * r.table_tokens * D * r.block;
+      int chunk = 0, chunks = 0;
+      dtables_runs(entries, B, r.table_tokens == r.tr, &chunk, &chunks);
+      DeviceBlock partb = floats(entries * chunks);
+      LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H, D, chunk, chunks,
+                        partb.get<float>());
+      LIERE_CUDA_LAUNCH(k_dtables_finish, entries, partb.get<float>(), entries, chunks, r, d);
     }
   }
   if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);

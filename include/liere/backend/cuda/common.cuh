@@ -70,6 +70,19 @@ inline unsigned grid_for(Index n) {
 // t / 32. WarpSum and WarpMax give every lane the warp's total (xor shuffles at offsets 16, 8, …, 1: the order of
 // kernels::lane_tree_sum, the same bits on every lane).
 #ifdef __CUDACC__
+// One block of 256 threads: thread j sums elements j, j + 256, … (in order), then a fixed tree.
+template <class A>
+__device__ inline A block_sum(A v) {
+  __shared__ A s[kThreads];
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  return s[0];
+}
+
 inline constexpr int kWarp = 32;
 static_assert(kThreads % kWarp == 0, "a block is whole warps");
 struct WarpSum {

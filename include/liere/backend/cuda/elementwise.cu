@@ -56,18 +56,6 @@ __global__ void k_add_scalar(const float* dy, float* dx, Index n) {
   LIERE_CUDA_LOOP(i, n) dx[i] += d;
 }
 
-// One block of 256 threads: thread j sums elements j, j + 256, … (in order), then a fixed tree.
-template <class A>
-__device__ A block_sum(A v) {
-  __shared__ A s[kThreads];
-  s[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (int(threadIdx.x) < w) s[threadIdx.x] += s[threadIdx.x + w];
-    __syncthreads();
-  }
-  return s[0];
-}
 
 __global__ void k_sum(const float* x, float* y, Index n) {
   float a = 0.f;
@@ -76,20 +64,6 @@ __global__ void k_sum(const float* x, float* y, Index n) {
   if (threadIdx.x == 0) y[0] = t;
 }
 
-// Partial sums of chunks of squares in double; chunk c covers [c·kSqChunk, (c+1)·kSqChunk).
-constexpr Index kSqChunk = 8192;
-__global__ void k_sum_squares_part(const float* x, Index n, double* part) {
-  const Index c = blockIdx.x, b = c * kSqChunk, e = b + kSqChunk < n ? b + kSqChunk : n;
-  double a = 0.0;
-  for (Index i = b + threadIdx.x; i < e; i += kThreads) a += double(x[i]) * double(x[i]);
-  const double t = block_sum(a);
-  if (threadIdx.x == 0) part[c] = t;
-}
-__global__ void k_sum_in_order(const double* part, Index n, double* out) {
-  double a = 0.0;
-  for (Index i = 0; i < n; ++i) a += part[i];
-  out[0] = a;
-}
 
 // The warp-per-row and warp-per-column kernels below: kWarp, WarpSum and the launch shape in common.cuh.
 static_assert(kernels::kReduceLanes == kWarp, "the finishes' lanes are a warp");
@@ -320,33 +294,6 @@ void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, 
                                          float* dlogits, Index B, Index K) {
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
   LIERE_CUDA_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
-}
-
-double Ops::sum_squares(const float* x, Index n) { return sum_squares_many(&x, &n, 1); }
-double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count) {
-  if (count <= 0) return 0.0;
-  Index parts = 0;
-  for (int k = 0; k < count; ++k) {
-    const Index nc = ns[k] > 0 ? (ns[k] + kSqChunk - 1) / kSqChunk : 0;
-    LIERE_ENSURE(nc <= Index(INT_MAX), "sum_squares on cuda: " << ns[k] << " elements need more than 2^31 - 1 blocks");
-    parts += nc;
-  }
-  // parts: every tensor's chunk sums; then each tensor's total (its chunks in order), then the tensors in order.
-  const DeviceBlock block(std::size_t(parts + count + 1) * sizeof(double));
-  double* part = block.get<double>();
-  double* totals = part + parts;
-  Index off = 0;
-  for (int k = 0; k < count; ++k) {
-    const Index nc = ns[k] > 0 ? (ns[k] + kSqChunk - 1) / kSqChunk : 0;
-    if (nc > 0)
-      LIERE_CUDA_LAUNCH_AS("k_sum_squares_part", k_sum_squares_part, unsigned(nc), kThreads, xs[k], ns[k], part + off);
-    LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, part + off, nc, totals + k);
-    off += nc;
-  }
-  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, totals, Index(count), totals + count);
-  double total = 0.0;
-  LIERE_CUDA_CHECK(cudaMemcpy(&total, totals + count, sizeof(double), cudaMemcpyDeviceToHost));
-  return total;
 }
 
 void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,

@@ -1,6 +1,6 @@
-// liere/backend/cuda/optim.cu — the optimizer's multi-tensor kernels: the Adam/AdamW update, the clipping scale and
-// the zeroing of gradients for a list of parameters, kMultiTensor tensors per launch instead of one launch each
-// (ViT-Tiny has 151 parameters: three launches where there were 453 per step).
+// liere/backend/cuda/optim.cu — the optimizer's multi-tensor kernels: the Adam/AdamW update, the clipping norm's sums
+// of squares and its scale, and the zeroing of gradients for a list of parameters, kMultiTensor tensors per launch
+// instead of one launch each (ViT-Tiny has 151 parameters: 15 launches where there were 755 per step).
 //
 // A launch takes its tensors by value in the kernel's parameters (a MultiTensor, under the 4 KiB that every
 // architecture accepts), blockIdx.y the tensor, blockIdx.x and the threads a grid-stride loop over its elements: the
@@ -8,6 +8,9 @@
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/kernels/adam.hpp>
+
+#include <climits>
+#include <vector>
 
 namespace liere::cuda {
 
@@ -60,6 +63,40 @@ void in_groups(const T* items, int count, Size size, Launch launch) {
   }
 }
 
+// The sums of squares in double, in the order the one-tensor form had: per tensor, chunks of kSqChunk (a block of
+// kThreads each, block_sum's fixed tree), the chunks added in order, then the tensors in order.
+constexpr Index kSqChunk = 8192;
+struct SquaresTensor {
+  const float* x;
+  Index n;
+  double* part;   // its chunks' sums
+  double* total;  // their sum
+};
+__host__ __device__ inline Index chunks_of(Index n) { return n > 0 ? (n + kSqChunk - 1) / kSqChunk : 0; }
+__global__ void k_sum_squares_many(MultiTensor<SquaresTensor> ts) {
+  const SquaresTensor& t = ts.item[blockIdx.y];
+  const Index c = blockIdx.x, b = c * kSqChunk, e = b + kSqChunk < t.n ? b + kSqChunk : t.n;
+  if (b >= t.n) return;  // the whole block leaves together: block_sum's barriers stay uniform
+  double a = 0.0;
+  for (Index i = b + threadIdx.x; i < e; i += kThreads) a += double(t.x[i]) * double(t.x[i]);
+  const double s = block_sum(a);
+  if (threadIdx.x == 0) t.part[c] = s;
+}
+// Thread k: tensor k's chunks in order.
+__global__ void k_sum_chunks_many(MultiTensor<SquaresTensor> ts, int m) {
+  const int k = int(threadIdx.x);
+  if (k >= m) return;
+  const SquaresTensor& t = ts.item[k];
+  double a = 0.0;
+  for (Index c = 0; c < chunks_of(t.n); ++c) a += t.part[c];
+  *t.total = a;
+}
+__global__ void k_sum_in_order(const double* x, Index n, double* out) {
+  double a = 0.0;
+  for (Index i = 0; i < n; ++i) a += x[i];
+  out[0] = a;
+}
+
 std::vector<Span> spans(float* const* xs, const Index* ns, int count) {
   std::vector<Span> s(std::size_t(count > 0 ? count : 0));
   for (int k = 0; k < count; ++k) s[std::size_t(k)] = {xs[k], ns[k]};
@@ -73,6 +110,42 @@ void Ops::adam_update_many(const kernels::AdamTensor<float>* ts, int count) {
             [](const MultiTensor<kernels::AdamTensor<float>>& pack, int m, unsigned bx) {
               LIERE_CUDA_LAUNCH_AS("k_adam_many", k_adam_many, dim3(bx, unsigned(m)), kThreads, pack);
             });
+}
+double Ops::sum_squares(const float* x, Index n) { return sum_squares_many(&x, &n, 1); }
+double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count) {
+  if (count <= 0) return 0.0;
+  Index parts = 0;
+  for (int k = 0; k < count; ++k) {
+    LIERE_ENSURE(chunks_of(ns[k]) <= Index(INT_MAX),
+                 "sum_squares on cuda: " << ns[k] << " elements need more than 2^31 - 1 blocks");
+    parts += chunks_of(ns[k]);
+  }
+  // every tensor's chunk sums, then each tensor's total, then the total of the totals
+  const DeviceBlock block(std::size_t(parts + count + 1) * sizeof(double));
+  double* part = block.get<double>();
+  double* totals = part + parts;
+  std::vector<SquaresTensor> items(static_cast<std::size_t>(count));
+  Index off = 0;
+  for (int k = 0; k < count; ++k) {
+    items[std::size_t(k)] = {xs[k], ns[k], part + off, totals + k};
+    off += chunks_of(ns[k]);
+  }
+  for (int first = 0; first < count; first += kMultiTensor) {
+    const int m = count - first < kMultiTensor ? count - first : kMultiTensor;
+    MultiTensor<SquaresTensor> pack{};
+    Index most = 0;
+    for (int k = 0; k < m; ++k) {
+      pack.item[k] = items[std::size_t(first + k)];
+      most = chunks_of(pack.item[k].n) > most ? chunks_of(pack.item[k].n) : most;
+    }
+    if (most > 0)
+      LIERE_CUDA_LAUNCH_AS("k_sum_squares_many", k_sum_squares_many, dim3(unsigned(most), unsigned(m)), kThreads, pack);
+    LIERE_CUDA_LAUNCH_AS("k_sum_chunks_many", k_sum_chunks_many, 1, kWarp, pack, m);
+  }
+  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, totals, Index(count), totals + count);
+  double total = 0.0;
+  LIERE_CUDA_CHECK(cudaMemcpy(&total, totals + count, sizeof(double), cudaMemcpyDeviceToHost));
+  return total;
 }
 void Ops::scale_many(float* const* xs, const Index* ns, int count, float c) {
   const std::vector<Span> s = spans(xs, ns, count);
