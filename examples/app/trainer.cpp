@@ -254,7 +254,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     tape.clear();
     step_failed(e);
   }
-  double l = loss.item();
+  double l = 0;
   auto check_finite = [&] {
     if (std::isfinite(l)) return;
     tape.clear();
@@ -265,7 +265,6 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
       << " (try a lower --lr or --clip)";
     throw AllRanksError(m.str());
   };
-  if (N == 1) check_finite();
   try {
     // The global loss is the mean of the ranks' means: each rank's backward is seeded with 1/N, and the all-reduce
     // sums the gradients.
@@ -274,6 +273,10 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   } catch (const Error& e) {
     step_failed(e);
   }
+  // The loss and the logits read after the backward (on a GPU one wait for the device, not one before the backward
+  // as well); a non-finite loss still stops the step before the optimizer touches the weights.
+  l = loss.item();
+  if (N == 1) check_finite();
   const std::vector<float> host_logits = logits.value().to_vector();
   for (std::size_t i = 0; i < y.size(); ++i) {
     const float* r = host_logits.data() + i * std::size_t(cfg_.classes);
