@@ -200,7 +200,8 @@ void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Sc
     // one product's, the heads added in order (deterministic).
     for (int h = h0; h < h1; ++h) {
       const std::int64_t col = std::int64_t(h) * d;
-      if (dx) rotate_backward_gemms<Scalar>(table, dy + col, dyl, dx + col, dxl, Scalar(1), batch, ThreadedGemms<Scalar>{});
+      if (dx)
+        rotate_backward_gemms<Scalar>(table, dy + col, dyl, dx + col, dxl, Scalar(1), batch, ThreadedGemms<Scalar>{});
       if (dtable) rotate_grad_gemms<Scalar>(dtable, dy + col, dyl, x + col, xl, batch, ThreadedGemms<Scalar>{});
     }
   } else if (table.tokens == tokens) {

@@ -14,8 +14,8 @@
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
 //   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry and run of the batch a thread, heads sharing a table summed
-//   by the same thread, then the runs added in order: no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x. Large shared blocks: both
-//   as the GEMMs of rotate_gemms.hpp (heads into a shared dR one after the other).
+//   by the same thread, then the runs added in order: no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x.
+//   Large shared blocks: both as the GEMMs of rotate_gemms.hpp (heads into a shared dR one after the other).
 // Memory: every buffer is a DeviceBlock of the CUDA BufferPool (memory.hpp), so the pool reuses it and its
 // trim-and-retry on out of memory covers it. A forward that a backward will follow (AttentionCall::backward) keeps
 // q̂, k̂, v, P (and x̃) in the layer's state; the backward gives q̂, k̂, v, x̃ back and keeps P (the attention map of
@@ -380,11 +380,13 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   float* gq = transformed ? dxq : dq;
   float* gk = transformed ? dxk : dk;
   if (r.by_gemm && gq) {  // dx = R(t)ᵀ dq̂ (transforms: into dx̃, overwritten) or dq += R(t)ᵀ dq̂
-    const HeadsLayout xl = transformed ? HeadsLayout{std::int64_t(T) * HD, HD} : HeadsLayout{std::int64_t(T) * a.ld, a.ld};
+    const HeadsLayout xl =
+        transformed ? HeadsLayout{std::int64_t(T) * HD, HD} : HeadsLayout{std::int64_t(T) * a.ld, a.ld};
     const float beta = transformed ? 0.f : 1.f;
     for (int h = 0; h < H; ++h)
       if (r.tables[h]) {
-        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D;
+        const std::int64_t hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
         rotate_backward_gemms<float>(table_view(r, h, D), dqh + hg, gl, gq + hx, xl, beta, B, DeviceGemms{});
         rotate_backward_gemms<float>(table_view(r, h, D), dkh + hg, gl, gk + hx, xl, beta, B, DeviceGemms{});
       }
@@ -408,7 +410,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
         float* dt = dtables[std::size_t(h)];
         if (!dt || !r.tables[h]) continue;
         const RotationTableView<float> dtab{dt, r.tr, D, r.block};
-        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hx = std::int64_t(r.first) * stok + std::int64_t(h) * D;
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D;
+        const std::int64_t hx = std::int64_t(r.first) * stok + std::int64_t(h) * D;
         rotate_grad_gemms<float>(dtab, dqh + hg, gl, xq + hx, xl, B, DeviceGemms{});
         rotate_grad_gemms<float>(dtab, dkh + hg, gl, xk + hx, xl, B, DeviceGemms{});
       }
