@@ -22,6 +22,7 @@
 
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/memory.hpp>
+#include <liere/backend/rotate_gemms.hpp>
 #include <liere/io/json.hpp>
 #include <liere/nn/checkpoint.hpp>
 #include <liere/nn/engine.hpp>
@@ -206,11 +207,15 @@ TEST_CASE("cuda: a ViT step matches the CPU for every encoding and block size", 
     for (int d : cfg.image) xs.push_back(d);
     const std::vector<float> x = randn(xs.numel(), 5);
     const std::vector<int> y = {1, 4, 0};
-    std::vector<float> logits[2];
-    std::vector<std::vector<float>> grads[2], maps[2];
+    // Blocks above 16: the device twice, through the GEMMs of rotate_gemms.hpp (run 1) and the element kernels
+    // (run 2).
+    const bool both = c.block > kGemmRotationAbove;
+    std::vector<float> logits[3];
+    std::vector<std::vector<float>> grads[3], maps[3];
     std::vector<std::string> names;
-    for (int d = 0; d < 2; ++d) {
+    for (int d = 0; d < (both ? 3 : 2); ++d) {
       const Device dev = d == 0 ? Device::cpu : Device::cuda;
+      cuda::set_rotate_gemms(d != 2);
       nn::Params params;
       nn::Vit model(params, cfg, 11);
       perturb(params, 12);
@@ -240,7 +245,16 @@ TEST_CASE("cuda: a ViT step matches the CPU for every encoding and block size", 
       INFO("gradient of " << names[i]);
       CHECK_ERR(scaled_err(grads[1][i], grads[0][i]), kStepTol);
     }
+    if (both) {
+      case_label() += " GEMMs vs element kernels";
+      CHECK_ERR(scaled_err(logits[1], logits[2]), kStepTol);
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        INFO("gradient of " << names[i] << ", GEMMs against element kernels");
+        CHECK_ERR(scaled_err(grads[1][i], grads[2][i]), kStepTol);
+      }
+    }
   }
+  cuda::set_rotate_gemms(true);
   case_label().clear();
 }
 

@@ -131,6 +131,10 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 std::vector<float> attention_probs(const AttentionState& state);
 // The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
 std::size_t attention_state_bytes(const AttentionState& state);
+// Blocks above 16 with a shared table through rotate_gemms.hpp's GEMMs (the default) or through the element
+// kernels (off; also LIERE_CUDA_ROTATE_GEMMS=0 in the environment): test_cuda compares the two, a profile can too.
+void set_rotate_gemms(bool on);
+bool rotate_gemms_on();
 // Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:
 // synchronises).
 bool rotation_table_nonfinite(bool clear = true);

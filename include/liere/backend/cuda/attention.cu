@@ -29,12 +29,20 @@
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace liere::cuda {
 
 namespace {
+
+std::atomic<bool> g_rotate_gemms{[] {
+  const char* v = std::getenv("LIERE_CUDA_ROTATE_GEMMS");
+  return !(v && std::strcmp(v, "0") == 0);
+}()};
 
 struct State {
   DeviceBlock qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, T)
@@ -75,7 +83,7 @@ Rot rot_of(const AttentionCall& a) {
   r.table_tokens = a.table_tokens;
   r.first = a.first_rotated;
   r.tr = a.s.tokens - a.first_rotated;
-  r.by_gemm = r.table_tokens == r.tr && r.block > kGemmRotationAbove;
+  r.by_gemm = rotate_gemms_on() && r.table_tokens == r.tr && r.block > kGemmRotationAbove;
   return r;
 }
 
@@ -428,6 +436,9 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   if (transformed) transforms_backward(a, dxq, dxk, dq, dk, dtransforms);
   st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope
 }
+
+void set_rotate_gemms(bool on) { g_rotate_gemms = on; }
+bool rotate_gemms_on() { return g_rotate_gemms; }
 
 std::vector<float> attention_probs(const AttentionState& state) {
   if (!state) return {};
