@@ -1105,6 +1105,20 @@ TEST_CASE("cuda: train_cifar --device cuda end to end: train, evaluate, save, re
   // The checkpoint written from the GPU is a plain file: the CPU reads it.
   const auto file = nn::load_safetensors(dir / "ckpt.safetensors");
   CHECK(!file.entries.empty());
+  // --precision bf16 on the device (where it has bf16 tensor cores): the same task learned, the bf16 products named
+  // in the log; refused with exit code 2 and the reason elsewhere.
+  std::string why;
+  const bool bf16 = cuda::bf16_gemm_support(&why);
+  r = train_cifar(dir, common + " --epochs 6 --precision bf16 --summary-json " + (dir / "c.json"));
+  INFO(r.log);
+  if (bf16) {
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.log, Catch::Contains("bf16 matrix products") && Catch::Contains("cuBLAS"));
+    CHECK(json_number(dir / "c.json", "test_acc") >= 0.9);
+  } else {
+    CHECK(r.status == 2);
+    CHECK_THAT(r.log, Catch::Contains("--precision bf16 is not supported on cuda here"));
+  }
 }
 #endif
 
