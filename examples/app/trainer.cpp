@@ -206,7 +206,9 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     }
     const Precision p = opt_.resolved_precision();
     std::cerr << "device: cuda, " << cuda::device_description()
-              << (p == Precision::tf32 ? ", TF32 matrix products" : p == Precision::bf16 ? ", bf16 matrix products" : "")
+              << (p == Precision::tf32   ? ", TF32 matrix products"
+                  : p == Precision::bf16 ? ", bf16 matrix products"
+                                         : "")
               << "\n";
 #endif
     params_.to(device_);  // before the optimizer: its state lives where the parameters do

@@ -62,8 +62,8 @@ __global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, I
 
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride) {
   LIERE_ENSURE(rows >= 0 && cols >= 0 && ld >= cols && count >= 0,
-               "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols << ") with leading dimension "
-                                       << ld << " (at least the columns)");
+               "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
+                                       << ") with leading dimension " << ld << " (at least the columns)");
   LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * cols, src, dst, rows, cols, ld, stride, count * rows * cols);
 }
 
@@ -86,20 +86,23 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
   const Index count = batch.count == 0 ? 1 : batch.count;
   const Index na = batch.a == 0 ? 1 : count, nb = batch.b == 0 ? 1 : count;
   const int la = blas_int(ac, op, "lda of the bf16 pack"), lb = blas_int(bc, op, "ldb of the bf16 pack");
-  DeviceBlock a16(std::size_t(na * ar * ac) * sizeof(kernels::bf16)), b16(std::size_t(nb * br * bc) * sizeof(kernels::bf16));
+  DeviceBlock a16(std::size_t(na * ar * ac) * sizeof(kernels::bf16)),
+      b16(std::size_t(nb * br * bc) * sizeof(kernels::bf16));
   round_to_bf16(A, ar, ac, lda, a16.get<kernels::bf16>(), na, batch.a);
   round_to_bf16(B, br, bc, ldb, b16.get<kernels::bf16>(), nb, batch.b);
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
   if (batch.count == 0) {
     LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, a16.get(),
-                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
   } else {
     const int batches = blas_int(batch.count, op, "the batch count");
     const long long sa = batch.a == 0 ? 0 : (long long)(ar * ac), sb = batch.b == 0 ? 0 : (long long)(br * bc);
     LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, sb,
                                                   a16.get(), CUDA_R_16BF, la, sa, &beta, C, CUDA_R_32F, lc,
-                                                  (long long)batch.c, batches, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                                  (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
+                                                  CUBLAS_GEMM_DEFAULT));
   }
 }  // the packs go back to the pool; the GEMM queued on them runs first (one stream)
 
