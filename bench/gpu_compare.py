@@ -1,15 +1,19 @@
 #!/usr/bin/python3
 """liere against PyTorch on one GPU: the training step of bench/README.md's GPU table, both sides in one run.
 
-For every model (ViT-Tiny, ViT-B; CIFAR shape: B 128, 32 px, patch 4, 100 classes), encoding and precision (float,
-TF32) it runs liere's `train_cifar --device cuda --bench-steps N` (with each --threads value: the host threads that
-compute the rotation tables) and PyTorch's `bench/torch_vit_gpu.py`, and writes everything to --json: a first line
-with the command, the dates and the machine (CPU, GPU, driver, CUDA, torch, liere's commit), then one line per run.
-It prints the table as bench/README.md shows it (img/s; liere with the first --threads value, the second in
-parentheses).
+For every model (ViT-Tiny, ViT-B; CIFAR shape: B 128, 32 px, patch 4, 100 classes), encoding and precision
+(--precisions, default $LIERE_GPU_PRECISIONS or fp32,tf32,bf16: float, TF32, and bf16 — liere's --precision bf16,
+PyTorch's torch.autocast('cuda', dtype=torch.bfloat16)) it runs liere's
+`train_cifar --device cuda --bench-steps N --precision P` (with each --threads value: the host threads that compute
+the rotation tables) and PyTorch's `bench/torch_vit_gpu.py --precision P`, and writes everything to --json: a first
+line with the command, the dates and the machine (CPU, GPU, driver, CUDA, torch, liere's commit), then one line per
+run (each with "precision" and, as before, "tf32"). It prints the table as bench/README.md shows it (img/s; liere
+with the first --threads value, the second in parentheses; a column per implementation and precision).
 
   python3 bench/gpu_compare.py --build-dir build --json bench/results/gpu_<date>.jsonl
   python3 bench/gpu_compare.py --build-dir build --models tiny --enc liere8 --steps 5 --json /tmp/g.jsonl  # smoke
+  /usr/bin/python3 bench/gpu_compare.py --device cpu --precisions fp32,bf16 --models tiny --enc abs --steps 1 \
+      --batch 8 --threads 2 --python /usr/bin/python3 --json /tmp/g.jsonl     # the script itself, without a GPU
 
 --python is the interpreter with a CUDA build of PyTorch (default: python3 on PATH; Debian's /usr/bin/python3 has a
 CPU-only torch). The driver itself imports no torch.
@@ -25,6 +29,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PE_FLAGS = {"abs": ["--pe", "absolute"], "rope-mixed": ["--pe", "rope-mixed"],
             "liere8": ["--pe", "liere", "--block", "8"], "liere64": ["--pe", "liere", "--block", "64"]}
+PRECISIONS = ("fp32", "tf32", "bf16")
+PRECISION_LABEL = {"fp32": "float", "tf32": "TF32", "bf16": "bf16"}
 LABEL = {"tiny": "ViT-Tiny", "base": "ViT-B", "abs": "abs", "rope-mixed": "rope-mixed", "liere8": "liere-8",
          "liere64": "liere-64"}
 
@@ -50,17 +56,18 @@ def machine(args) -> dict:
             "liere_commit": sh(["git", "-C", HERE, "describe", "--always", "--dirty", "--abbrev=12"])}
 
 
-def run_liere(args, model, enc, tf32, threads) -> dict:
+def run_liere(args, model, enc, precision, threads) -> dict:
     cmd = [os.path.join(args.build_dir, "examples", "train_cifar"), "--data", "cifar100", "--model", model,
            "--patch", "4", "--batch", str(args.batch), "--device", args.device, "--bench-steps", str(args.steps),
-           "--threads", str(threads)] + PE_FLAGS[enc] + (["--tf32"] if tf32 else [])
+           "--threads", str(threads), "--precision", precision] + PE_FLAGS[enc]
     t0 = time.time()
     try:
         res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.run_timeout)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         res = subprocess.CompletedProcess(cmd, 124, out + f"\n(stopped after --run-timeout {args.run_timeout} s)")
-    rec = {"impl": "liere", "model": model, "enc": enc, "tf32": tf32, "threads": threads, "command": cmd,
+    rec = {"impl": "liere", "model": model, "enc": enc, "tf32": precision == "tf32", "precision": precision,
+           "threads": threads, "command": cmd,
            "returncode": res.returncode, "wall_s": round(time.time() - t0, 1)}
     if res.returncode != 0:
         rec["output_tail"] = res.stdout[-2000:]
@@ -76,10 +83,11 @@ def run_liere(args, model, enc, tf32, threads) -> dict:
     return rec
 
 
-def run_torch(args, model, encs, tf32) -> list:
+def run_torch(args, model, encs, precision) -> list:
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as tmp:
         cmd = [args.python, os.path.join(HERE, "torch_vit_gpu.py"), "--enc", ",".join(encs), "--model", model,
-               "--steps", str(args.steps), "--batch", str(args.batch), "--json", tmp.name] + (["--tf32"] if tf32 else [])
+               "--steps", str(args.steps), "--batch", str(args.batch), "--precision", precision,
+               "--device", args.device, "--json", tmp.name]
         try:
             res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  timeout=4 * args.run_timeout)
@@ -87,8 +95,8 @@ def run_torch(args, model, encs, tf32) -> list:
             res = subprocess.CompletedProcess(cmd, 124, f"(stopped after 4 x --run-timeout {args.run_timeout} s)")
         recs = [dict(json.loads(l), impl="torch") for l in open(tmp.name) if l.strip()]
     if res.returncode != 0 or not recs:
-        return [{"impl": "torch", "model": model, "tf32": tf32, "command": cmd, "returncode": res.returncode,
-                 "output_tail": res.stdout[-2000:]}]
+        return [{"impl": "torch", "model": model, "tf32": precision == "tf32", "precision": precision, "command": cmd,
+                 "returncode": res.returncode, "output_tail": res.stdout[-2000:]}]
     return recs
 
 
@@ -102,13 +110,21 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--python", default="python3", help="the interpreter with a CUDA PyTorch [python3]")
-    p.add_argument("--device", default="cuda", help="liere's --device (cpu: a smoke test of this script) [cuda]")
+    p.add_argument("--precisions", default=os.environ.get("LIERE_GPU_PRECISIONS") or ",".join(PRECISIONS),
+                   help="the precisions to run, each a column per implementation: fp32, tf32, bf16 "
+                        "[$LIERE_GPU_PRECISIONS or fp32,tf32,bf16]")
+    p.add_argument("--device", default="cuda",
+                   help="both sides' --device (cpu: a smoke test of this script; tf32 needs cuda) [cuda]")
     p.add_argument("--no-torch", action="store_true", help="liere's side only")
     p.add_argument("--run-timeout", type=int, default=300,
                    help="seconds one liere run may take (PyTorch's run of all encodings: 4x) before it is recorded as "
                         "failed (returncode 124) and the next begins [300]")
     a = p.parse_args()
     models, encs = a.models.split(","), a.enc.split(",")
+    precisions = [x for x in a.precisions.split(",") if x]
+    bad = [x for x in precisions if x not in PRECISIONS]
+    if bad or not precisions:
+        p.error(f"--precisions {a.precisions!r}: each must be one of {', '.join(PRECISIONS)}")
     threads = [int(t) for t in a.threads.split(",")]
     started = time.time()
     meta = {"type": "meta", "command": [sys.executable] + sys.argv,
@@ -125,16 +141,16 @@ def main() -> int:
         partial.write(json.dumps(dict(r, type="run")) + "\n")
         partial.flush()
     for model in models:
-        for tf32 in (False, True):
+        for prec in precisions:
             for enc in encs:
                 for t in threads:
-                    keep(run_liere(a, model, enc, tf32, t))
+                    keep(run_liere(a, model, enc, prec, t))
                     r = runs[-1]
-                    print(f"liere {model} {enc} tf32={tf32} threads={t}: {r.get('img_per_s')} img/s", flush=True)
+                    print(f"liere {model} {enc} {prec} threads={t}: {r.get('img_per_s')} img/s", flush=True)
             if not a.no_torch:
-                for r in run_torch(a, model, encs, tf32):
+                for r in run_torch(a, model, encs, prec):
                     keep(r)
-                    print(f"torch {model} {r.get('enc')} tf32={tf32}: {r.get('img_per_s')} img/s", flush=True)
+                    print(f"torch {model} {r.get('enc')} {prec}: {r.get('img_per_s')} img/s", flush=True)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     partial.close()
     with open(a.json + ".tmp", "w") as f:
@@ -144,22 +160,25 @@ def main() -> int:
     os.replace(a.json + ".tmp", a.json)
     os.remove(a.json + ".partial")
 
-    def ips(impl, model, enc, tf32, t=None):
+    def ips(impl, model, enc, prec, t=None):
         for r in runs:
-            if (r["impl"], r.get("model"), r.get("enc"), r.get("tf32")) == (impl, model, enc, tf32) and \
+            if (r["impl"], r.get("model"), r.get("enc"), r.get("precision")) == (impl, model, enc, prec) and \
                     (t is None or r.get("threads") == t) and r.get("img_per_s"):
                 return f"{r['img_per_s']:.0f}"
         return "–"
 
-    def lcell(model, enc, tf32):
-        main = ips("liere", model, enc, tf32, threads[0])
-        return main + "".join(f" ({ips('liere', model, enc, tf32, t)})" for t in threads[1:])
+    def lcell(model, enc, prec):
+        main = ips("liere", model, enc, prec, threads[0])
+        return main + "".join(f" ({ips('liere', model, enc, prec, t)})" for t in threads[1:])
 
-    print(f"\n| model | encoding | liere float | liere TF32 | PyTorch float | PyTorch TF32 |\n|---|---|---|---|---|---|")
+    impls = [("liere", "liere")] + ([] if a.no_torch else [("torch", "PyTorch")])
+    cols = [(impl, prec, f"{name} {PRECISION_LABEL[prec]}") for impl, name in impls for prec in precisions]
+    print("\n| model | encoding | " + " | ".join(c[2] for c in cols) + " |\n|---|---|" + "---|" * len(cols))
     for model in models:
         for enc in encs:
-            print(f"| {LABEL[model]} | {LABEL[enc]} | {lcell(model, enc, False)} | {lcell(model, enc, True)} | "
-                  f"{ips('torch', model, enc, False)} | {ips('torch', model, enc, True)} |")
+            cells = [lcell(model, enc, prec) if impl == "liere" else ips(impl, model, enc, prec)
+                     for impl, prec, _ in cols]
+            print(f"| {LABEL[model]} | {LABEL[enc]} | " + " | ".join(cells) + " |")
     print(f"\nwrote {a.json}")
     return 0 if all(r.get("returncode", 0) == 0 for r in runs) else 1
 

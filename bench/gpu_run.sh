@@ -13,7 +13,8 @@
 #                        ViT-step parity case again with the CPU's tables by the device's method
 #                        (LIERE_TABLE_METHOD=polynomial): which differences the table algorithm makes
 #   gpu_compare.jsonl    liere against PyTorch eager (bench/torch_vit_gpu.py) on the same GPU, one run:
-#   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float and TF32 (gpu_compare.py)
+#   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float, TF32 and bf16 (liere
+#                          --precision bf16; PyTorch autocast bf16), LIERE_GPU_PRECISIONS (gpu_compare.py)
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
@@ -23,6 +24,7 @@
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
+# LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64), PYTHON (the interpreter with a CUDA
 # PyTorch, python3). The exit status is 0 when every part that ran passed.
 set -u
@@ -31,6 +33,7 @@ out=${2:-gpu_out}
 here=$(cd "$(dirname "$0")" && pwd)
 steps=${LIERE_GPU_STEPS:-20}
 models=${LIERE_GPU_MODELS:-tiny,base}
+precisions=${LIERE_GPU_PRECISIONS:-fp32,tf32,bf16}
 profile_encs=${LIERE_GPU_PROFILE:-liere64}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
@@ -84,8 +87,9 @@ fi
 
 if part compare; then
   stamp gpu_compare
-  PYTHONUNBUFFERED=1 timeout 300 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" --run-timeout 60 \
-    --models "$models" --threads "$threads" --python "$py" --json "$out/gpu_compare.jsonl" 2>&1 |
+  PYTHONUNBUFFERED=1 timeout 360 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" --run-timeout 60 \
+    --models "$models" --precisions "$precisions" --threads "$threads" --python "$py" \
+    --json "$out/gpu_compare.jsonl" 2>&1 |
     tee "$out/gpu_compare.log"
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"

@@ -95,12 +95,19 @@ class ViT(nn.Module):
 B, CLASSES = 128, 100
 
 
-def make_step(model, x, y):
+def make_step(model, x, y, autocast_dtype=None):
+    """One training step. autocast_dtype (torch.bfloat16): the forward and the loss under torch.autocast on x's
+    device, the backward and the optimizer outside it, as PyTorch's mixed-precision recipe (fp32 weights; bf16
+    needs no GradScaler)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        if autocast_dtype is None:
+            loss = F.cross_entropy(model(x), y)
+        else:
+            with torch.autocast(x.device.type, dtype=autocast_dtype):
+                loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss

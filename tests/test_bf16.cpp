@@ -9,6 +9,7 @@
 //     LieRE-8 and LieRE-64 (dense). The first must be orders of magnitude better; the figures are printed;
 //   * the --precision parser and what each device supports, with its messages (core/precision.hpp,
 //     backend/precision.hpp);
+//   * the index body of cuda::gemm_act's bf16 packs (kernels::strided_source);
 //   * oneDNN's bf16 GEMM (backend/cpu/gemm_bf16.hpp) against fp32 arithmetic on the bf16-rounded operands, within
 //     the bound of the accumulation order (stated at the test), and gemm_act in both modes ([needs-bf16]: skipped
 //     where the CPU or oneDNN cannot; tests/test_bf16_train.cpp trains with it).
@@ -20,6 +21,9 @@
 #include <liere/backend/kernels/bf16.hpp>
 #include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/backend/precision.hpp>
+#ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/memory.hpp>
+#endif
 #include <liere/core/precision.hpp>
 #include <liere/pe/liere.hpp>
 #include <numbers>
@@ -233,12 +237,25 @@ TEST_CASE("--precision: parsing and what each device supports, with clear messag
   CHECK(liere::precision_supported(Precision::fp32, Device::cpu));
   CHECK(liere::precision_supported(Precision::tf32, Device::cuda));
   CHECK(!liere::precision_supported(Precision::tf32, Device::cpu));
-  CHECK(!liere::precision_supported(Precision::bf16, Device::cuda));
+  // bf16 on cuda: where this build has the CUDA backend and the device has bf16 tensor cores (compute capability
+  // ≥ 8.0); otherwise the message says what is missing and to use fp32 or the CPU.
+  std::string cuda_why = "this build has no CUDA backend";
+#ifdef LIERE_WITH_CUDA
+  const bool cuda_bf16 = liere::cuda::bf16_gemm_support(&cuda_why);
+#else
+  const bool cuda_bf16 = false;
+#endif
+  CHECK(liere::precision_supported(Precision::bf16, Device::cuda) == cuda_bf16);
+  if (cuda_bf16) {
+    CHECK_NOTHROW(liere::check_precision(Precision::bf16, Device::cuda));
+  } else {
+    REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cuda),
+                        Catch::Contains("--precision bf16 is not supported on cuda") && Catch::Contains(cuda_why) &&
+                            Catch::Contains("--device cpu"));
+  }
   liere::check_precision(Precision::fp32, Device::cpu);
   liere::check_precision(Precision::tf32, Device::cuda);
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::tf32, Device::cpu), Catch::Contains("needs --device cuda"));
-  REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cuda),
-                      Catch::Contains("--precision bf16 is not supported on cuda") && Catch::Contains("--device cpu"));
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
                       Catch::Contains("--precision fp16 is not supported on cuda") && Catch::Contains("tf32 or fp32"));
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cpu),
@@ -258,6 +275,35 @@ TEST_CASE("--precision: parsing and what each device supports, with clear messag
   // The CPU products run in fp32 or bf16, nothing else; a refused setting changes nothing.
   REQUIRE_THROWS_WITH(liere::cpu::set_gemm_precision(Precision::tf32), Catch::Contains("fp32 or bf16"));
   CHECK(liere::cpu::gemm_precision() == Precision::fp32);
+#ifdef LIERE_WITH_CUDA
+  // The same on cuda (TF32 is its own switch there); bf16 without a device that has it is refused.
+  REQUIRE_THROWS_WITH(liere::cuda::set_gemm_precision(Precision::tf32), Catch::Contains("fp32") &&
+                                                                          Catch::Contains("cuda::set_tf32"));
+  if (!cuda_bf16)
+    REQUIRE_THROWS_WITH(liere::cuda::set_gemm_precision(Precision::bf16), Catch::Contains(cuda_why));
+  CHECK(liere::cuda::gemm_precision() == Precision::fp32);
+#endif
+}
+
+TEST_CASE("bf16: the pack of a strided batch (cuda::gemm_act's operands) takes every element once", "[bf16]") {
+  // strided_source(i, …) for i over the pack (count, rows, cols) against the element each (matrix, row, column)
+  // names, written out; padded rows (ld > cols), a stride larger than a matrix, matrices overlapping (stride
+  // smaller than a matrix: attention's heads), stride 0 (one matrix for the whole batch), single rows and columns.
+  using liere::Index;
+  struct Case {
+    Index count, rows, cols, ld, stride;
+  };
+  for (const Case c : {Case{1, 1, 1, 1, 0}, Case{1, 5, 7, 7, 0}, Case{1, 5, 7, 10, 0}, Case{3, 4, 6, 9, 50},
+                       Case{4, 3, 8, 16, 8}, Case{5, 2, 3, 3, 0}, Case{2, 1, 9, 9, 9}, Case{3, 7, 1, 4, 28}}) {
+    INFO("count " << c.count << " rows " << c.rows << " cols " << c.cols << " ld " << c.ld << " stride " << c.stride);
+    Index i = 0, wrong = 0;
+    for (Index m = 0; m < c.count; ++m)
+      for (Index r = 0; r < c.rows; ++r)
+        for (Index col = 0; col < c.cols; ++col, ++i)
+          wrong += liere::kernels::strided_source(i, c.rows, c.cols, c.ld, c.stride) != m * c.stride + r * c.ld + col;
+    CHECK(i == c.count * c.rows * c.cols);
+    CHECK(wrong == 0);
+  }
 }
 
 namespace {

@@ -89,8 +89,9 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("device", &device, "cpu, cuda, or auto (cuda when this build has the CUDA backend and a device is present)");
   f.add("precision", &precision,
         "fp32; tf32 (cuda: matrix products in TF32 on tensor cores, ~1e-3 relative error); bf16 (cpu with "
-        "AVX512_BF16 and oneDNN: products of activations and gradients on bf16 operands, fp32 accumulation, weights "
-        "and statistics; docs/precision.md); fp16, and bf16 on cuda, are not implemented yet (exit code 2)");
+        "AVX512_BF16 and oneDNN, cuda with compute capability 8.0 or newer: products of activations and gradients on "
+        "bf16 operands, fp32 accumulation, weights and statistics; docs/precision.md); fp16 is not implemented yet "
+        "(exit code 2)");
   f.add_switch("tf32", &tf32, "the same as --precision tf32");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
@@ -203,16 +204,21 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
       if (comm_.local_size() > gpus)
         std::cerr << "warning: " << comm_.local_size() << " ranks share this machine's " << gpus << " GPUs\n";
     }
-    const bool tf32 = opt_.resolved_precision() == Precision::tf32;
-    std::cerr << "device: cuda, " << cuda::device_description() << (tf32 ? ", TF32 matrix products" : "") << "\n";
+    const Precision p = opt_.resolved_precision();
+    std::cerr << "device: cuda, " << cuda::device_description()
+              << (p == Precision::tf32   ? ", TF32 matrix products"
+                  : p == Precision::bf16 ? ", bf16 matrix products"
+                                         : "")
+              << "\n";
 #endif
     params_.to(device_);  // before the optimizer: its state lives where the parameters do
   }
   // The mode of the device's matrix products (cpu: fp32 or bf16 operands; cuda: TF32 or not); weights stay fp32.
   set_precision(opt_.resolved_precision(), device_);
-  if (device_ == Device::cpu && opt_.resolved_precision() == Precision::bf16)
-    std::cerr << "precision: bf16 matrix products (operands rounded to bf16, fp32 accumulation: oneDNN, AVX512_BF16); "
-                 "weights, optimizer state, LayerNorm, softmax, loss and rotation tables in fp32\n";
+  if (opt_.resolved_precision() == Precision::bf16)
+    std::cerr << "precision: bf16 matrix products (operands rounded to bf16, fp32 accumulation: "
+              << (device_ == Device::cpu ? "oneDNN, AVX512_BF16" : "cuBLAS, bf16 tensor cores")
+              << "); weights, optimizer state, LayerNorm, softmax, loss and rotation tables in fp32\n";
   optim::AdamConfig ac;
   ac.lr = opt_.lr;
   ac.weight_decay = opt_.wd;

@@ -90,7 +90,8 @@ struct TrainOptions {
   // The device --device names (auto resolved).
   Device resolved_device() const;
   // --precision, parsed and checked against the device: a value this build or machine cannot train in on it (fp16;
-  // bf16 on cuda, or on a CPU without AVX512_BF16 or oneDNN; tf32 off cuda) is a UsageError (exit code 2) that says
+  // bf16 on a CPU without AVX512_BF16 or oneDNN, or on a device older than compute capability 8.0; tf32 off cuda)
+  // is a UsageError (exit code 2) that says
   // what it can. --tf32 is --precision tf32.
   Precision resolved_precision() const;
   // Ranks other than 0 write no files: clears --summary-json and --predictions there.

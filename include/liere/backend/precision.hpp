@@ -2,12 +2,16 @@
 // that sets it for a process (the C++ API of `--precision`).
 //
 //   precision_supported(p, d, &why)   fp32 everywhere; tf32 on cuda; bf16 on cpu where cpu::bf16_gemm_support()
-//                                     (oneDNN's bf16 GEMM and AVX512_BF16; backend/cpu/gemm_bf16.hpp); bf16 on cuda
-//                                     and fp16 anywhere: not yet. why says what is missing and what to use instead.
+//                                     (oneDNN's bf16 GEMM and AVX512_BF16; backend/cpu/gemm_bf16.hpp), on cuda where
+//                                     cuda::bf16_gemm_support() (a device of compute capability 8.0 or newer;
+//                                     backend/cuda/memory.hpp); fp16 anywhere: not yet. why says what is missing and
+//                                     what to use instead.
 //   check_precision(p, d)             throws liere::Error with that message (the programs exit with code 2)
 //   set_precision(p, d)               checks, then sets the mode of d's matrix products: cpu::set_gemm_precision
 //                                     (fp32 or bf16 for every later product of activations and gradients), or on
-//                                     cuda cuda::set_tf32. Process-wide, like torch.backends.cuda.matmul.allow_tf32:
+//                                     cuda cuda::set_tf32 (TF32 or full float for gemm) and cuda::set_gemm_precision
+//                                     (fp32 or bf16 for gemm_act, the products of activations and gradients: the same
+//                                     products as the CPU's). Process-wide, like torch.backends.cuda.matmul.allow_tf32:
 //                                     call it before training. Weights, gradients, Adam's state and checkpoints stay
 //                                     fp32 whatever it is, so checkpoints move freely between fp32 and bf16 runs.
 #pragma once
@@ -39,8 +43,15 @@ inline bool precision_supported(Precision p, Device d, std::string* why = nullpt
         ok = cpu::bf16_gemm_support(&cpu_why);
         if (!ok) w = "--precision bf16 is not supported on cpu here: " + cpu_why + "; use --precision fp32";
       } else {
-        w = "--precision bf16 is not supported on cuda yet (the CUDA bf16 kernels are not written); use --precision "
-            "tf32 or fp32 there, or bf16 on --device cpu";
+#ifdef LIERE_WITH_CUDA
+        std::string cuda_why;
+        ok = cuda::bf16_gemm_support(&cuda_why);
+        if (!ok)
+          w = "--precision bf16 is not supported on cuda here: " + cuda_why + "; use --precision fp32 there, or bf16 "
+              "on --device cpu";
+#else
+        w = "--precision bf16 is not supported on cuda: this build has no CUDA backend; use bf16 on --device cpu";
+#endif
       }
       break;
     case Precision::fp16:
@@ -66,6 +77,7 @@ inline void set_precision(Precision p, Device d) {
   } else {
 #ifdef LIERE_WITH_CUDA
     cuda::set_tf32(p == Precision::tf32);
+    cuda::set_gemm_precision(p == Precision::bf16 ? Precision::bf16 : Precision::fp32);
 #endif
   }
 }

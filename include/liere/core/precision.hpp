@@ -5,7 +5,8 @@
 //   tf32  float storage, matrix products on TF32 tensor cores (cuda only: cuda::set_tf32)
 //   bf16  matrix products of activations and gradients on bf16 operands with fp32 accumulation; weights, Adam's
 //         state, LayerNorm, softmax, the loss and the rotation tables in fp32 (cpu: oneDNN's bf16 GEMM where the
-//         CPU has AVX512_BF16, backend/cpu/gemm_bf16.hpp; cuda: not yet). docs/precision.md says what is rounded.
+//         CPU has AVX512_BF16, backend/cpu/gemm_bf16.hpp; cuda: cuBLAS bf16 GEMMs on devices of compute
+//         capability 8.0 or newer, cuda::gemm_act). docs/precision.md says what is rounded.
 //   fp16  as bf16 with dynamic loss scaling (not yet on any device)
 #pragma once
 

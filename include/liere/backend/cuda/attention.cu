@@ -323,7 +323,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   }
   const float scale = 1.f / std::sqrt(float(D));
   const long long TD = (long long)T * D, TT = (long long)T * T;
-  gemm(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TI, {BH, TD, TD, TT});
+  gemm_act(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TI, {BH, TD, TD, TT});
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
@@ -331,7 +331,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   }
   LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
   DeviceBlock ob = floats(n);
-  gemm(false, false, TI, DI, TI, 1.f, p, TI, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
+  gemm_act(false, false, TI, DI, TI, 1.f, p, TI, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
   LIERE_CUDA_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
   st.s = a.s;
   st.transformed = transformed;
@@ -361,11 +361,11 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
         *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
   LIERE_CUDA_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
-  if (dv) gemm(true, false, TI, DI, TI, 1.f, P, TI, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
-  gemm(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TI, {BH, TD, TD, TT});
+  if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P, TI, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
+  gemm_act(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TI, {BH, TD, TD, TT});
   LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, scale, Index(B) * H * T);
-  gemm(false, false, TI, DI, TI, 1.f, dp, TI, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
-  gemm(true, false, TI, DI, TI, 1.f, dp, TI, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
+  gemm_act(false, false, TI, DI, TI, 1.f, dp, TI, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
+  gemm_act(true, false, TI, DI, TI, 1.f, dp, TI, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
 
   const Rot r = rot_of(a);
   const bool transformed = any_transform(a);

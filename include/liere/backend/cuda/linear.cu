@@ -1,6 +1,7 @@
-// liere/backend/cuda/linear.cu — the one cuBLAS wrapper (gemm of api.hpp, single or strided-batched: every GEMM of the
-// CUDA backend goes through it), linear layers and the patch (tubelet) embedding (im2col through kernels::patch_source,
-// the body the CPU tests check, then one GEMM).
+// liere/backend/cuda/linear.cu — the one cuBLAS wrapper family (gemm of api.hpp, single or strided-batched: every
+// GEMM of the CUDA backend goes through it; gemm_act, the products of activations and gradients: gemm, or in a bf16
+// run bf16 operands with fp32 accumulation), linear layers and the patch (tubelet) embedding (im2col through
+// kernels::patch_source, the body the CPU tests check, then one GEMM).
 //
 // cuBLAS is column-major: a row-major (r, c) matrix with leading dimension ld is, read column-major, its
 // transpose. So row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same call with A and B
@@ -52,6 +53,60 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 }
 
 namespace {
+// dst (n = count·rows·cols, dense) = the bf16 rounding of the strided batch at src (kernels::strided_source).
+__global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, Index cols, Index ld, Index stride,
+                             Index n) {
+  LIERE_CUDA_LOOP(i, n) dst[i] = kernels::to_bf16(src[kernels::strided_source(i, rows, cols, ld, stride)]);
+}
+}  // namespace
+
+void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride) {
+  LIERE_ENSURE(rows >= 0 && cols >= 0 && ld >= cols && count >= 0,
+               "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
+                                       << ") with leading dimension " << ld << " (at least the columns)");
+  LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * cols, src, dst, rows, cols, ld, stride, count * rows * cols);
+}
+
+void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
+              Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+  if (gemm_precision() != Precision::bf16 || M <= 0 || N <= 0 || K <= 0) {
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, batch);
+    return;
+  }
+  const char* op = "cuda::gemm_act (bf16)";
+  LIERE_ENSURE(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
+               op << ": leading dimensions (" << lda << ", " << ldb << ", " << ldc << ") too small for M=" << M
+                  << " N=" << N << " K=" << K);
+  const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
+            k = blas_int(K, op, "K (the summed dimension)");
+  const int lc = blas_int(ldc, op, "ldc");
+  // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb. Packed dense: the leading
+  // dimensions become the column counts; an operand a batch shares (stride 0) is packed once.
+  const Index ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  const Index count = batch.count == 0 ? 1 : batch.count;
+  const Index na = batch.a == 0 ? 1 : count, nb = batch.b == 0 ? 1 : count;
+  const int la = blas_int(ac, op, "lda of the bf16 pack"), lb = blas_int(bc, op, "ldb of the bf16 pack");
+  DeviceBlock a16(std::size_t(na * ar * ac) * sizeof(kernels::bf16)),
+      b16(std::size_t(nb * br * bc) * sizeof(kernels::bf16));
+  round_to_bf16(A, ar, ac, lda, a16.get<kernels::bf16>(), na, batch.a);
+  round_to_bf16(B, br, bc, ldb, b16.get<kernels::bf16>(), nb, batch.b);
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
+  if (batch.count == 0) {
+    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, a16.get(),
+                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  } else {
+    const int batches = blas_int(batch.count, op, "the batch count");
+    const long long sa = batch.a == 0 ? 0 : (long long)(ar * ac), sb = batch.b == 0 ? 0 : (long long)(br * bc);
+    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, sb,
+                                                  a16.get(), CUDA_R_16BF, la, sa, &beta, C, CUDA_R_32F, lc,
+                                                  (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
+                                                  CUBLAS_GEMM_DEFAULT));
+  }
+}  // the packs go back to the pool; the GEMM queued on them runs first (one stream)
+
+namespace {
 __global__ void k_bias_rows(const float* b, float* y, Index N, Index OC) {
   LIERE_CUDA_LOOP(i, N * OC) y[i] = b[i % OC];
 }
@@ -78,14 +133,14 @@ void check_linear(Index N, Index C, Index OC) {
 void Ops::linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
   check_linear(N, C, OC);
   if (b) LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
-  gemm(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
+  gemm_act(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
 }
 
 void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
                           Index C, Index OC, bool overwrite_dx) {
   check_linear(N, C, OC);
-  if (dx) gemm(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
-  if (dw) gemm(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
+  if (dx) gemm_act(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
+  if (dw) gemm_act(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
   if (db) colsum_accumulate(dy, N, OC, OC, db);
 }
 
@@ -104,11 +159,11 @@ void Ops::patch_embed_backward(const float* x, const float* w, const float* dy, 
   if (M * K <= 0) return;
   if (dw) {
     LIERE_CUDA_LAUNCH(k_im2col, M * K, x, scratch_buf, g);
-    gemm(true, false, D, K, M, 1.f, dy, D, scratch_buf, K, 1.f, dw, K);
+    gemm_act(true, false, D, K, M, 1.f, dy, D, scratch_buf, K, 1.f, dw, K);
   }
   if (dbias) colsum_accumulate(dy, M, D, D, dbias);
   if (dx) {
-    gemm(false, false, M, K, D, 1.f, dy, D, w, K, 0.f, scratch_buf, K);
+    gemm_act(false, false, M, K, D, 1.f, dy, D, w, K, 0.f, scratch_buf, K);
     LIERE_CUDA_LAUNCH(k_col2im_accumulate, M * K, scratch_buf, dx, g);
   }
 }

@@ -1,5 +1,6 @@
 // liere/backend/cuda/memory.cu — the device, its memory, copies, errors and the debugging switches, the cuBLAS
-// handle and the source of the backend's own blocks (memory.hpp, common.cuh).
+// handle, its precision switches (TF32, bf16 products) and the source of the backend's own blocks (memory.hpp,
+// common.cuh).
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
 
@@ -177,6 +178,7 @@ void synchronize() { LIERE_CUDA_CHECK(cudaDeviceSynchronize()); }
 namespace {
 std::mutex g_mutex;
 bool g_tf32 = env_on("LIERE_CUDA_TF32");
+Precision g_gemm_precision = Precision::fp32;
 cublasHandle_t g_blas = nullptr;
 
 // Without a pool: cudaMalloc and cudaFree.
@@ -206,6 +208,35 @@ void set_tf32(bool on) {
     LIERE_CUBLAS_CHECK(cublasSetMathMode(g_blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 bool tf32() { return g_tf32; }
+
+bool bf16_gemm_support(std::string* why) {
+  std::string w;
+  int n = 0, dev = 0, major = 0, minor = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    w = device_description();
+  } else {
+    LIERE_CUDA_CHECK(cudaGetDevice(&dev));
+    LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major < 8)
+      w = device_description() + " has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+          ": bf16 matrix products (bf16 tensor cores) need 8.0 (Ampere) or newer";
+  }
+  if (why) *why = w;
+  return w.empty();
+}
+
+void set_gemm_precision(Precision p) {
+  LIERE_ENSURE(p == Precision::fp32 || p == Precision::bf16,
+               "cuda::set_gemm_precision(" << to_string(p) << "): the products of activations and gradients run in "
+                                              "fp32 (TF32 is cuda::set_tf32) or bf16");
+  std::string why;
+  LIERE_ENSURE(p == Precision::fp32 || bf16_gemm_support(&why), "bf16 products on cuda: " << why);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_gemm_precision = p;
+}
+Precision gemm_precision() { return g_gemm_precision; }
 
 cublasHandle_t blas() {
   std::lock_guard<std::mutex> lock(g_mutex);

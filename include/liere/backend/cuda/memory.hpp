@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <liere/core/device.hpp>
+#include <liere/core/precision.hpp>
 #include <string>
 #include <utility>
 
@@ -102,5 +103,17 @@ bool sync_launches();
 // default: the parity tests compare with the CPU in float. Also on with LIERE_CUDA_TF32=1 in the environment.
 void set_tf32(bool on);
 bool tf32();
+
+// The precision of the products of activations and gradients (gemm_act, api.hpp): fp32 (the default: gemm, in the
+// math mode of tf32()) or bf16 (operands rounded to bf16, to nearest even as kernels::to_bf16, multiplied on bf16
+// tensor cores with fp32 accumulation and fp32 output: cublasGemmEx). Process-wide, as the CPU's
+// cpu::set_gemm_precision: set it before training. bf16 needs bf16_gemm_support(); otherwise it throws with the
+// reason and changes nothing.
+void set_gemm_precision(Precision p);
+Precision gemm_precision();
+// Whether the current device runs bf16 GEMMs: a device of compute capability 8.0 (Ampere) or newer. *why (when
+// given) says what is missing ("no CUDA device", or the device and its compute capability). Asks the driver each
+// time (no context is created).
+bool bf16_gemm_support(std::string* why = nullptr);
 
 }  // namespace liere::cuda
