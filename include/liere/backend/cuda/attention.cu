@@ -8,7 +8,8 @@
 //               kGemmRotationAbove (16) with a table shared by the batch: the gather copies the rest, and the
 //               rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp (the CPU's products),
 //               in full float even under TF32
-//   S = Q̂ K̂ᵀ / √D      cublasSgemmStridedBatched over the B·H heads
+//   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
+//                       in a bf16 run; likewise the other five products below)
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
