@@ -1,5 +1,5 @@
-// liere/backend/cpu/rotation_table.cpp — the explicit instances of the rotation-table op (backend/cpu/rotation_table.hpp),
-// every block size, float and double, in liere::compiled.
+// liere/backend/cpu/rotation_table.cpp — the explicit instances of the rotation-table op
+// (backend/cpu/rotation_table.hpp), every block size, float and double, in liere::compiled.
 #include <liere/backend/cpu/rotation_table.hpp>
 
 namespace liere::cpu {
