@@ -42,6 +42,22 @@
 #include <liere/core/config.hpp>
 #include <vector>
 
+// Compiled once: skew_schur, skew_schur_batch, skew_schur_exp and skew_schur_exp_adjoint (the functions here that
+// are not templates and run Eigen's products) are defined in this header for header-only use and only declared for
+// programs that link liere::compiled (LIERE_PRECOMPILED): lie/skew_schur.cpp compiles them there, once. Their bodies
+// instantiate Eigen's matrix products wherever the header is included, used or not (the engine includes it: about
+// 5 s of compile time in each test and program, docs/testing.md "Build time").
+#if defined(LIERE_SKEW_SCHUR_SOURCE)
+#define LIERE_SKEW_SCHUR_BODIES 1
+#define LIERE_SKEW_SCHUR_INLINE
+#elif defined(LIERE_PRECOMPILED)
+#define LIERE_SKEW_SCHUR_BODIES 0
+#define LIERE_SKEW_SCHUR_INLINE
+#else
+#define LIERE_SKEW_SCHUR_BODIES 1
+#define LIERE_SKEW_SCHUR_INLINE inline
+#endif
+
 namespace liere {
 
 inline constexpr int kSchurMaxN = 128;
@@ -185,7 +201,9 @@ inline bool bidiagonal_svd(double* d, double* f, int m, double* u, double* v) {
 
 // A (n×n, row-major, skew-symmetric; only its strict upper triangle is read) = Q Θ Qᵀ as described above: q (n×n,
 // row-major), sigma (n/2). work: skew_schur_work(n) doubles. n even, 2 ≤ n ≤ kSchurMaxN.
-inline bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, double* work) {
+LIERE_SKEW_SCHUR_INLINE bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, double* work);
+#if LIERE_SKEW_SCHUR_BODIES
+LIERE_SKEW_SCHUR_INLINE bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, double* work) {
   using std::abs;
   using std::sqrt;
   const int m = n / 2;
@@ -277,6 +295,7 @@ inline bool skew_schur(const double* a_in, int n, double* q_out, double* sigma, 
   q.rightCols(m).noalias() = h_odd * Eigen::Map<const ColMat>(ut, m, m);
   return true;
 }
+#endif
 
 // ---- Several matrices at once ---------------------------------------------------------------------------------
 // skew_schur_batch decomposes up to kSchurLanes matrices of one size together, the same steps as skew_schur with the
@@ -669,8 +688,11 @@ void bidiagonal_svd_lanes(double* d, double* f, int m, double* u, double* v, boo
 // the strict upper triangle is read) = Q_l Θ_l Q_lᵀ into q[l] (n×n row-major) and sigma[l] (n/2); ok[l] false where
 // skew_schur would return false (non-finite input, no convergence): then q[l], sigma[l] are unspecified.
 // work: skew_schur_batch_work(n) doubles, 64-byte aligned not required.
-inline void skew_schur_batch(const double* const* a_in, int count, int n, double* const* q_out,
-                             double* const* sigma, bool* ok, double* work) {
+LIERE_SKEW_SCHUR_INLINE void skew_schur_batch(const double* const* a_in, int count, int n, double* const* q_out,
+                                              double* const* sigma, bool* ok, double* work);
+#if LIERE_SKEW_SCHUR_BODIES
+LIERE_SKEW_SCHUR_INLINE void skew_schur_batch(const double* const* a_in, int count, int n, double* const* q_out,
+                                              double* const* sigma, bool* ok, double* work) {
   constexpr int P = kSchurLanes;
   const int m = n / 2;
   const std::size_t nn = std::size_t(n) * n;
@@ -734,6 +756,7 @@ inline void skew_schur_batch(const double* const* a_in, int count, int n, double
       for (int r = 0; r < n; ++r) ql[r * n + c] = q[(std::ptrdiff_t(r) + std::ptrdiff_t(c) * n) * P + l];
   }
 }
+#endif
 
 // The half-angle sines and cosines of σ (m of each), for skew_schur_divided.
 inline void skew_schur_half_angles(const double* sigma, int m, double* hc, double* hs) {
@@ -772,7 +795,9 @@ void skew_schur_divided(T* mm, int n, const double* sigma, const double* hc, con
 }
 
 // r (n×n, row-major) = exp(A) = Q diag(Rot(σ_j)) Qᵀ from skew_schur's q, sigma; work: n² doubles.
-inline void skew_schur_exp(const double* q_in, const double* sigma, int n, double* r, double* work) {
+LIERE_SKEW_SCHUR_INLINE void skew_schur_exp(const double* q_in, const double* sigma, int n, double* r, double* work);
+#if LIERE_SKEW_SCHUR_BODIES
+LIERE_SKEW_SCHUR_INLINE void skew_schur_exp(const double* q_in, const double* sigma, int n, double* r, double* work) {
   using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int m = n / 2;
   const Eigen::Map<const RowMat> q(q_in, n, n);
@@ -784,11 +809,15 @@ inline void skew_schur_exp(const double* q_in, const double* sigma, int n, doubl
   }
   Eigen::Map<RowMat>(r, n, n).noalias() = w * q.transpose();
 }
+#endif
 
 // da (n×n, row-major) += L(Aᵀ, g) through the Schur form, in double (the reference of the op's float path);
 // work: n² + 2n doubles.
-inline void skew_schur_exp_adjoint(const double* q_in, const double* sigma, int n, const double* g_in, double* da,
-                                   double* work) {
+LIERE_SKEW_SCHUR_INLINE void skew_schur_exp_adjoint(const double* q_in, const double* sigma, int n, const double* g_in,
+                                                    double* da, double* work);
+#if LIERE_SKEW_SCHUR_BODIES
+LIERE_SKEW_SCHUR_INLINE void skew_schur_exp_adjoint(const double* q_in, const double* sigma, int n, const double* g_in,
+                                                    double* da, double* work) {
   using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMat> q(q_in, n, n);
   Eigen::Map<RowMat> mm(work, n, n);
@@ -799,5 +828,9 @@ inline void skew_schur_exp_adjoint(const double* q_in, const double* sigma, int 
   skew_schur_divided(work, n, sigma, hc, hs);
   Eigen::Map<RowMat>(da, n, n).noalias() += q * mm * q.transpose();
 }
+#endif
 
 }  // namespace liere
+
+#undef LIERE_SKEW_SCHUR_BODIES
+#undef LIERE_SKEW_SCHUR_INLINE

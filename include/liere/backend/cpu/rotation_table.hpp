@@ -444,4 +444,14 @@ std::int64_t rotation_table_nonfinite(const S* generators, RotationTableShape sh
   return -1;
 }
 
+// Explicit instances (backend/cpu/rotation_table.cpp) for programs that link liere::compiled: every block size is
+// compiled once there instead of in each file that builds tables (the engine's position-encoding module, tests).
+#define LIERE_CPU_ROTATION_TABLE_INSTANCES(EXTERN, S)                                                       \
+  EXTERN template void rotation_table_forward<S>(const S*, const S*, S*, RotationTableShape);               \
+  EXTERN template void rotation_table_backward<S>(const S*, const S*, const S*, S*, RotationTableShape);
+#ifdef LIERE_PRECOMPILED
+LIERE_CPU_ROTATION_TABLE_INSTANCES(extern, float)
+LIERE_CPU_ROTATION_TABLE_INSTANCES(extern, double)
+#endif
+
 }  // namespace liere::cpu
