@@ -24,7 +24,6 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,9 +35,7 @@ using namespace liere;
 
 constexpr int kHeads = 3, kHeadDim = 64, kBlock = 8;
 
-struct RunShape {
-  int T, B;
-};
+using RunShape = liere::bench::TokensBatch;
 
 struct Options {
   int reps = 3, warmup = 1;
@@ -155,19 +152,13 @@ int main(int argc, char** argv) {
       }
       o.device = v == "cuda" ? Device::cuda : Device::cpu;
     } else if (a == "--shapes") {
-      o.shapes.clear();
-      std::stringstream ss(value());
-      for (std::string tok; std::getline(ss, tok, ',');) {
-        RunShape sh{};
-        const bool parsed = std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) == 2 && sh.T >= 2 && sh.B >= 1;
-        const long side = parsed ? std::lround(std::sqrt(double(sh.T - 1))) : 0;
-        if (!parsed || side * side != sh.T - 1) {
-          std::fprintf(stderr, "--shapes: '%s' is not T:B with T = side^2 + 1 (65, 1025, 4097, ...) and B >= 1\n",
-                       tok.c_str());
-          return 2;
-        }
-        o.shapes.push_back(sh);
-      }
+      o.shapes = liere::bench::parse_shapes(
+          value(),
+          [](int T, int B) {
+            const long side = T >= 2 ? std::lround(std::sqrt(double(T - 1))) : 0;
+            return B >= 1 && T >= 2 && side * side == T - 1;
+          },
+          "T:B with T = side^2 + 1 (65, 1025, 4097, ...) and B >= 1");
     } else if (a == "--impl") {
       liere::bench::parse_impl(value(), o.run_unfused, o.run_flash);
     } else if (a == "--reps") {

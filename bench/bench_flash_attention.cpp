@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,9 +29,7 @@ namespace {
 
 constexpr int kHeads = 3, kHeadDim = 64, kBlock = 8;
 
-struct Shape {
-  int T, B;
-};
+using Shape = liere::bench::TokensBatch;
 
 struct Options {
   int reps = 3, warmup = 1, threads = 0;
@@ -151,16 +148,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     auto value = [&] { return liere::bench::flag_value(argc, argv, i); };
     if (a == "--shapes") {
-      o.shapes.clear();
-      std::stringstream ss(value());
-      for (std::string tok; std::getline(ss, tok, ',');) {
-        Shape sh{};
-        if (std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) != 2 || sh.T < 1 || sh.B < 1) {
-          std::fprintf(stderr, "--shapes: '%s' is not T:B with positive integers\n", tok.c_str());
-          return 2;
-        }
-        o.shapes.push_back(sh);
-      }
+      o.shapes = liere::bench::parse_shapes(
+          value(), [](int T, int B) { return T >= 1 && B >= 1; }, "T:B with positive integers");
     } else if (a == "--tiles") {
       if (std::sscanf(value().c_str(), "%d:%d", &o.tiles.q, &o.tiles.k) != 2 || o.tiles.q < 1 || o.tiles.k < 1) {
         std::fprintf(stderr, "--tiles: expected Q:K with positive integers\n");

@@ -132,4 +132,28 @@ inline void parse_impl(const std::string& v, bool& run_unfused, bool& run_flash)
   run_flash = v != "unfused";
 }
 
+// --shapes "T:B,T:B,…" (tokens, batch) into pairs; a pair that is not two integers or that `ok` refuses exits 2
+// with "--shapes: '<pair>' is not <expected>".
+struct TokensBatch {
+  int T, B;
+};
+inline std::vector<TokensBatch> parse_shapes(const std::string& v, const std::function<bool(int T, int B)>& ok,
+                                             const char* expected) {
+  std::vector<TokensBatch> out;
+  std::size_t at = 0;
+  while (at <= v.size()) {
+    const std::size_t end = std::min(v.find(',', at), v.size());
+    const std::string tok = v.substr(at, end - at);
+    if (tok.empty() && end == v.size()) break;  // "" or a trailing comma: nothing more
+    TokensBatch sh{};
+    if (std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) != 2 || !ok(sh.T, sh.B)) {
+      std::fprintf(stderr, "--shapes: '%s' is not %s\n", tok.c_str(), expected);
+      std::exit(2);
+    }
+    out.push_back(sh);
+    at = end + 1;
+  }
+  return out;
+}
+
 }  // namespace liere::bench
