@@ -772,6 +772,29 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
       wrong += got[std::size_t(i)] !=
                kernels::to_bf16(src[std::size_t(kernels::strided_source(i, rows, cols, ld, stride))]).bits;
     CHECK(wrong == 0);
+    // Into a pack with rows padded to 32 values (gemm_act's 16-byte rows): every value at its padded place, the
+    // padding left as it was (filled with 0xffff here).
+    const Index dst_ld = 32, np = count * rows * dst_ld;
+    std::vector<std::uint16_t> pad_init(std::size_t(np + 1), 0xffffu);
+    std::vector<float> init_f(std::size_t(np + 1) / 2);
+    std::memcpy(init_f.data(), pad_init.data(), init_f.size() * 4);
+    Tensor dp = Tensor::from(Shape{Index(init_f.size())}, init_f, Device::cuda);
+    cuda::round_to_bf16(s.data(), rows, cols, ld, reinterpret_cast<kernels::bf16*>(dp.data()), count, stride, dst_ld);
+    const std::vector<float> gotp_f = dp.to_vector();
+    std::vector<std::uint16_t> gotp(static_cast<std::size_t>(np));
+    std::memcpy(gotp.data(), gotp_f.data(), std::size_t(np) * 2);
+    Index wrong_pad = 0, touched = 0;
+    for (Index m = 0; m < count; ++m)
+      for (Index r = 0; r < rows; ++r)
+        for (Index c = 0; c < dst_ld; ++c) {
+          const std::uint16_t v = gotp[std::size_t((m * rows + r) * dst_ld + c)];
+          if (c < cols)
+            wrong_pad += v != kernels::to_bf16(src[std::size_t(m * stride + r * ld + c)]).bits;
+          else
+            touched += v != 0xffffu;
+        }
+    CHECK(wrong_pad == 0);
+    CHECK(touched == 0);
   }
   // The products. Products of bf16 values are exact in fp32 (8 + 8 significant bits), so cuBLAS and the exact
   // product of the rounded operands differ only in the fp32 sums and the application of alpha and beta. With

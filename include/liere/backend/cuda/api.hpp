@@ -128,15 +128,17 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 // The products of activations and gradients (linear and patch embedding, forward and both backward products;
 // attention's Q̂K̂ᵀ, PV and their backward), as cpu::gemm_act: gemm's arguments and meaning. Under
 // gemm_precision() == fp32 it is gemm; under bf16 op(A) and op(B) are rounded to bf16 (kernels::to_bf16, the CPU's
-// bits) into pool blocks (dense; a batch's operands with stride 0 once), then multiplied by cublasGemmEx /
+// bits) into pool blocks (rows padded to a multiple of 8 values, 16 bytes, for the tensor cores' aligned kernels; a
+// batch's operands with stride 0 once), then multiplied by cublasGemmEx /
 // cublasGemmStridedBatchedEx: bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C, alpha and beta.
 // The rotation tables, their application and the dense transforms use gemm: they stay fp32.
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
               Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
-// dst (count, rows, cols) dense = the bf16 roundings of `count` (rows, cols) matrices at src + i·stride, rows ld
-// apart (kernels::strided_source; stride 0 with count 1: one matrix). gemm_act's conversion, shown for the tests.
+// dst (count, rows, cols), rows dst_ld apart (0: cols, dense), matrices rows·dst_ld apart = the bf16 roundings of
+// `count` (rows, cols) matrices at src + i·stride, rows ld apart (kernels::strided_source; stride 0 with count 1:
+// one matrix); dst's padding is not written. gemm_act's conversion, shown for the tests.
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count = 1,
-                   Index stride = 0);
+                   Index stride = 0, Index dst_ld = 0);
 
 // ---- what attention and the rotation tables show besides their ops ---------------------------------------------
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error

@@ -9,7 +9,11 @@
 //               rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp (the CPU's products),
 //               in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
-//                       in a bf16 run; likewise the other five products below)
+//                       in a bf16 run; likewise the other five products below). S, P and dS rows are TP = T rounded
+//                       up to 4 floats apart (scores_ld): with T = 65 (CIFAR, a class token) rows 65 floats apart
+//                       left cuBLAS only its align1 kernels for the six products (3.3 of 18.8 ms of the ViT-Tiny
+//                       step on the H200, docs/gpu.md); the padding columns are never read. LIERE_CUDA_PAD_SCORES=0
+//                       keeps rows T apart (for a side-by-side measurement)
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
@@ -45,8 +49,16 @@ std::atomic<bool> g_rotate_gemms{[] {
   return !(v && std::strcmp(v, "0") == 0);
 }()};
 
+// The row length of the (B, H, T, TP) score matrices: T rounded up to a multiple of 4 floats (16 bytes), or T
+// under LIERE_CUDA_PAD_SCORES=0.
+const bool g_pad_scores = [] {
+  const char* v = std::getenv("LIERE_CUDA_PAD_SCORES");
+  return !(v && std::strcmp(v, "0") == 0);
+}();
+int scores_ld(int T) { return g_pad_scores ? (T + 3) / 4 * 4 : T; }
+
 struct State {
-  DeviceBlock qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, T)
+  DeviceBlock qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, TP) with TP = scores_ld(T)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
   AttentionShape s;
   bool transformed = false;
@@ -130,16 +142,17 @@ __global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std:
 }
 
 // A warp per row (common.cuh: launched over rows · kWarp threads).
-__global__ void k_softmax(float* p, const std::uint8_t* mask, int T, int H, Index rows) {
+// Rows of T scores, TP (scores_ld) apart.
+__global__ void k_softmax(float* p, const std::uint8_t* mask, int T, int TP, int H, Index rows) {
   LIERE_CUDA_LOOP(t, rows * kWarp) {
     const Index r = t / kWarp, b = r / (Index(T) * H);
-    kernels::softmax_row<kWarp>(p + r * T, T, mask ? mask + b * T : nullptr, int(t % kWarp), WarpMax{}, WarpSum{});
+    kernels::softmax_row<kWarp>(p + r * TP, T, mask ? mask + b * T : nullptr, int(t % kWarp), WarpMax{}, WarpSum{});
   }
 }
-__global__ void k_softmax_backward(const float* p, float* dp, int T, float scale, Index rows) {
+__global__ void k_softmax_backward(const float* p, float* dp, int T, int TP, float scale, Index rows) {
   LIERE_CUDA_LOOP(t, rows * kWarp) {
     const Index r = t / kWarp;
-    kernels::softmax_row_backward<kWarp>(p + r * T, dp + r * T, T, scale, int(t % kWarp), WarpSum{});
+    kernels::softmax_row_backward<kWarp>(p + r * TP, dp + r * TP, T, scale, int(t % kWarp), WarpSum{});
   }
 }
 
@@ -293,7 +306,8 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
-  DeviceBlock qhb = floats(n), khb = floats(n), vhb = floats(n), pb = floats(Index(B) * H * T * T), xqb, xkb;
+  const int TP = scores_ld(T);
+  DeviceBlock qhb = floats(n), khb = floats(n), vhb = floats(n), pb = floats(Index(B) * H * T * TP), xqb, xkb;
   float *qh = qhb.get<float>(), *kh = khb.get<float>(), *vh = vhb.get<float>(), *p = pb.get<float>();
   const float *sq = a.q, *sk = a.k;
   std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
@@ -323,16 +337,16 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
       }
   }
   const float scale = 1.f / std::sqrt(float(D));
-  const long long TD = (long long)T * D, TT = (long long)T * T;
-  gemm_act(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TI, {BH, TD, TD, TT});
+  const long long TD = (long long)T * D, TT = (long long)T * TP;
+  gemm_act(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TD, TT});
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
     LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
   }
-  LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, H, Index(B) * H * T);
+  LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, TP, H, Index(B) * H * T);
   DeviceBlock ob = floats(n);
-  gemm_act(false, false, TI, DI, TI, 1.f, p, TI, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
+  gemm_act(false, false, TI, DI, TI, 1.f, p, TP, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
   LIERE_CUDA_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
   st.s = a.s;
   st.transformed = transformed;
@@ -355,18 +369,20 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
-  const long long TD = (long long)T * D, TT = (long long)T * T;
+  const int TP = scores_ld(T);
+  const long long TD = (long long)T * D, TT = (long long)T * TP;
   const float scale = 1.f / std::sqrt(float(D));
-  DeviceBlock dOb = floats(n), dvhb = floats(n), dpb = floats(Index(B) * H * T * T), dqhb = floats(n), dkhb = floats(n);
+  DeviceBlock dOb = floats(n), dvhb = floats(n), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n),
+              dkhb = floats(n);
   float *dO = dOb.get<float>(), *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(),
         *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
   LIERE_CUDA_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
-  if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P, TI, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
-  gemm_act(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TI, {BH, TD, TD, TT});
-  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, scale, Index(B) * H * T);
-  gemm_act(false, false, TI, DI, TI, 1.f, dp, TI, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
-  gemm_act(true, false, TI, DI, TI, 1.f, dp, TI, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
+  if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P, TP, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
+  gemm_act(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TP, {BH, TD, TD, TT});
+  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
+  gemm_act(false, false, TI, DI, TI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
+  gemm_act(true, false, TI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
 
   const Rot r = rot_of(a);
   const bool transformed = any_transform(a);
@@ -449,7 +465,11 @@ std::vector<float> attention_probs(const AttentionState& state) {
                "the attention map on cuda: the last forward ran without gradients and did not keep its map "
                "(ask for it before the forward: nn::Attention::keep_probs(true))");
   std::vector<float> host(n);
-  if (n) LIERE_CUDA_CHECK(cudaMemcpy(host.data(), st.p.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  const int T = st.s.tokens, TP = scores_ld(T);  // rows of T, TP apart on the device
+  if (n)
+    LIERE_CUDA_CHECK(cudaMemcpy2D(host.data(), std::size_t(T) * sizeof(float), st.p.get(),
+                                  std::size_t(TP) * sizeof(float), std::size_t(T) * sizeof(float), n / std::size_t(T),
+                                  cudaMemcpyDeviceToHost));
   return host;
 }
 

@@ -53,18 +53,27 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 }
 
 namespace {
-// dst (n = count·rows·cols, dense) = the bf16 rounding of the strided batch at src (kernels::strided_source).
+// The n = count·rows·cols elements of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch
+// at src (kernels::strided_source, on both sides).
 __global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, Index cols, Index ld, Index stride,
-                             Index n) {
-  LIERE_CUDA_LOOP(i, n) dst[i] = kernels::to_bf16(src[kernels::strided_source(i, rows, cols, ld, stride)]);
+                             Index dst_ld, Index n) {
+  LIERE_CUDA_LOOP(i, n) {
+    dst[kernels::strided_source(i, rows, cols, dst_ld, rows * dst_ld)] =
+        kernels::to_bf16(src[kernels::strided_source(i, rows, cols, ld, stride)]);
+  }
 }
+// The row length of a bf16 pack: the columns rounded up to 8 values (16 bytes).
+Index pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
 }  // namespace
 
-void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride) {
-  LIERE_ENSURE(rows >= 0 && cols >= 0 && ld >= cols && count >= 0,
+void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride,
+                   Index dst_ld) {
+  if (dst_ld == 0) dst_ld = cols;
+  LIERE_ENSURE(rows >= 0 && cols >= 0 && ld >= cols && dst_ld >= cols && count >= 0,
                "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
-                                       << ") with leading dimension " << ld << " (at least the columns)");
-  LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * cols, src, dst, rows, cols, ld, stride, count * rows * cols);
+                                       << ") with leading dimensions " << ld << " and " << dst_ld
+                                       << " (at least the columns)");
+  LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * cols, src, dst, rows, cols, ld, stride, dst_ld, count * rows * cols);
 }
 
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
@@ -80,16 +89,18 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
   const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
             k = blas_int(K, op, "K (the summed dimension)");
   const int lc = blas_int(ldc, op, "ldc");
-  // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb. Packed dense: the leading
-  // dimensions become the column counts; an operand a batch shares (stride 0) is packed once.
+  // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb. Packed with rows pack_ld(columns)
+  // apart (16-byte aligned rows: T = 65 scores or 100 classes would otherwise leave cuBLAS its unaligned kernels); an
+  // operand a batch shares (stride 0) is packed once.
   const Index ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  const Index pa = pack_ld(ac), pb = pack_ld(bc);
   const Index count = batch.count == 0 ? 1 : batch.count;
   const Index na = batch.a == 0 ? 1 : count, nb = batch.b == 0 ? 1 : count;
-  const int la = blas_int(ac, op, "lda of the bf16 pack"), lb = blas_int(bc, op, "ldb of the bf16 pack");
-  DeviceBlock a16(std::size_t(na * ar * ac) * sizeof(kernels::bf16)),
-      b16(std::size_t(nb * br * bc) * sizeof(kernels::bf16));
-  round_to_bf16(A, ar, ac, lda, a16.get<kernels::bf16>(), na, batch.a);
-  round_to_bf16(B, br, bc, ldb, b16.get<kernels::bf16>(), nb, batch.b);
+  const int la = blas_int(pa, op, "lda of the bf16 pack"), lb = blas_int(pb, op, "ldb of the bf16 pack");
+  DeviceBlock a16(std::size_t(na * ar * pa) * sizeof(kernels::bf16)),
+      b16(std::size_t(nb * br * pb) * sizeof(kernels::bf16));
+  round_to_bf16(A, ar, ac, lda, a16.get<kernels::bf16>(), na, batch.a, pa);
+  round_to_bf16(B, br, bc, ldb, b16.get<kernels::bf16>(), nb, batch.b, pb);
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
   if (batch.count == 0) {
@@ -98,7 +109,7 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
                                     CUBLAS_GEMM_DEFAULT));
   } else {
     const int batches = blas_int(batch.count, op, "the batch count");
-    const long long sa = batch.a == 0 ? 0 : (long long)(ar * ac), sb = batch.b == 0 ? 0 : (long long)(br * bc);
+    const long long sa = batch.a == 0 ? 0 : (long long)(ar * pa), sb = batch.b == 0 ? 0 : (long long)(br * pb);
     LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, sb,
                                                   a16.get(), CUDA_R_16BF, la, sa, &beta, C, CUDA_R_32F, lc,
                                                   (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
