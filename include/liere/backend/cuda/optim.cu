@@ -1,6 +1,7 @@
 // liere/backend/cuda/optim.cu — the optimizer's multi-tensor kernels: the Adam/AdamW update, the clipping norm's sums
 // of squares and its scale, and the zeroing of gradients for a list of parameters, kMultiTensor tensors per launch
-// instead of one launch each (ViT-Tiny has 151 parameters: 15 launches where there were 755 per step).
+// instead of one launch each (ViT-Tiny has 151 parameters: the four ops take 36 launches a step, the clipping norm 15
+// of them, where it took 303).
 //
 // A launch takes its tensors by value in the kernel's parameters (a MultiTensor, under the 4 KiB that every
 // architecture accepts), blockIdx.y the tensor, blockIdx.x and the threads a grid-stride loop over its elements: the
