@@ -17,8 +17,8 @@
 #                          --precision bf16; PyTorch autocast bf16), LIERE_GPU_PRECISIONS (gpu_compare.py)
 #                        then LieRE-64 ViT-Tiny float with its rotations by GEMMs and by the element kernels
 #                        (LIERE_CUDA_ROTATE_GEMMS=1, 0, twice each, interleaved), and LieRE-8 with the attention
-#                        scores' rows padded to 16 bytes and not (LIERE_CUDA_PAD_SCORES=1, 0), appended to
-#                        gpu_compare.log
+#                        scores' rows padded to 16 bytes and not (LIERE_CUDA_PAD_SCORES=1, 0), and with the bias
+#                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
@@ -109,6 +109,13 @@ if part compare; then
     line=$(LIERE_CUDA_PAD_SCORES=$g timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
       --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block 8 2>&1 | grep -E "step_ms|img_per_s")
     echo "LIERE_CUDA_PAD_SCORES=$g" $line
+  done | tee -a "$out/gpu_compare.log"
+  stamp "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)" |
+    tee -a "$out/gpu_compare.log"
+  for g in 1 0 1 0; do
+    line=$(LIERE_CUDA_EPILOGUES=$g timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
+      --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block 8 2>&1 | grep -E "step_ms|img_per_s")
+    echo "LIERE_CUDA_EPILOGUES=$g" $line
   done | tee -a "$out/gpu_compare.log"
 fi
 

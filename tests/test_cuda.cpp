@@ -48,6 +48,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "temp_dir.hpp"
@@ -610,7 +611,10 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
   const AttentionCase c{"liere", 4, 9, 9, false, false};
   const int H = 2, D = 8, C = H * D, T = c.gh * c.gw + 1, B = c.batch;
   const std::size_t n_bytes = std::size_t(B) * H * T * D * sizeof(float);
-  const std::size_t p_bytes = std::size_t(B) * H * T * T * sizeof(float);
+  // The scores' rows are TP apart on the device (16-byte rows unless LIERE_CUDA_PAD_SCORES=0): T = 82 here, TP 84.
+  const int TP = cuda::attention_scores_ld(T);
+  CHECK((TP == T || (TP % 4 == 0 && TP >= T && TP < T + 4)));
+  const std::size_t p_bytes = std::size_t(B) * H * T * TP * sizeof(float);
   const std::size_t y_bytes = std::size_t(B) * T * C * sizeof(float);
   nn::Params params;
   auto pe = attention_pe(params, c, H, D);
@@ -944,6 +948,41 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
       }
     }
   }
+  case_label().clear();
+}
+
+TEST_CASE("cuda: linear and patch embedding with cuBLASLt's bias epilogues match the CPU, and without them",
+          "[cuda][parity][epilogue]") {
+  // The bias in the forward GEMM (CUBLASLT_EPILOGUE_BIAS) and its gradient in the weight-gradient GEMM (BGRADB),
+  // on the shapes of ViT-Tiny's layers at B 128 (8320 rows of 192: qkv, the MLP, the head) and odd ones, against
+  // the CPU, then the same with the epilogues off (the bias kernel and the column sums). How often cuBLASLt took
+  // the epilogue or declined it (the plain path then ran) is printed with the case.
+  using Op = std::function<Var(Tape&, const std::vector<Var>&)>;
+  const Op linear = [](Tape& t, const std::vector<Var>& v) { return ops::linear(t, v[0], v[1], v[2]); };
+  const Op patch = [](Tape& t, const std::vector<Var>& v) { return ops::patch_embed(t, v[0], v[1], v[2]); };
+  const std::vector<std::tuple<std::string, std::vector<Shape>, Op>> cases = {
+      {"linear qkv 8320x192 -> 576", {{8320, 192}, {576, 192}, {576}}, linear},
+      {"linear mlp 8320x768 -> 192", {{8320, 768}, {192, 768}, {192}}, linear},
+      {"linear head 128x192 -> 100", {{128, 192}, {100, 192}, {100}}, linear},
+      {"linear odd 37x29 -> 13", {{37, 29}, {13, 29}, {13}}, linear},
+      {"linear 3D input", {{2, 33, 24}, {40, 24}, {40}}, linear},
+      {"patch_embed 2D", {{2, 3, 8, 12}, {16, 3, 4, 4}, {16}}, patch},
+      {"patch_embed 3D", {{2, 3, 4, 8, 8}, {16, 3, 2, 4, 4}, {16}}, patch}};
+  const bool was = cuda::gemm_epilogues_on();
+  for (const bool on : {true, false}) {
+    cuda::set_gemm_epilogues(on);
+    for (const auto& [name, shapes, f] : cases) {
+      const cuda::EpilogueCounts before = cuda::gemm_epilogue_counts();
+      case_label() = name + (on ? " (epilogues)" : " (plain)");
+      check_op(case_label(), shapes, f);
+      const cuda::EpilogueCounts after = cuda::gemm_epilogue_counts();
+      const std::int64_t fused = after.fused - before.fused, declined = after.plain - before.plain;
+      std::cout << "  " << case_label() << ": " << fused << " GEMMs with an epilogue, " << declined
+                << " declined by cuBLASLt\n";
+      if (!on) CHECK(fused == 0);
+    }
+  }
+  cuda::set_gemm_epilogues(was);
   case_label().clear();
 }
 

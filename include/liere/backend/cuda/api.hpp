@@ -134,6 +134,17 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 // The rotation tables, their application and the dense transforms use gemm: they stay fp32.
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
               Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
+// The linear layers' and the patch embedding's bias in their forward GEMM and its gradient in their weight-gradient
+// GEMM (cuBLASLt epilogues BIAS and BGRADB, float and TF32 runs), in place of a bias kernel before the GEMM and a
+// column sum after it: on by default; off with set_gemm_epilogues(false) or LIERE_CUDA_EPILOGUES=0 in the
+// environment. Where cuBLASLt has no algorithm for a product the plain path runs; the counts say how often each
+// happened since the start (fused: GEMMs with an epilogue; plain: GEMMs cuBLASLt declined).
+void set_gemm_epilogues(bool on);
+bool gemm_epilogues_on();
+struct EpilogueCounts {
+  std::int64_t fused = 0, plain = 0;
+};
+EpilogueCounts gemm_epilogue_counts();
 // dst (count, rows, cols), rows dst_ld apart (0: cols, dense), matrices rows·dst_ld apart = the bf16 roundings of
 // `count` (rows, cols) matrices at src + i·stride, rows ld apart (kernels::strided_source; stride 0 with count 1:
 // one matrix); dst's padding is not written. gemm_act's conversion, shown for the tests.
@@ -144,6 +155,9 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error
 // when that forward kept none: no backward and no keep_probs).
 std::vector<float> attention_probs(const AttentionState& state);
+// The distance between rows of the (B, H, T, ·) score matrices on the device: T rounded up to 4 floats (16-byte
+// rows, cuBLAS's aligned kernels), or T with LIERE_CUDA_PAD_SCORES=0 in the environment.
+int attention_scores_ld(int tokens);
 // The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
 std::size_t attention_state_bytes(const AttentionState& state);
 // Blocks above 16 with a shared table through rotate_gemms.hpp's GEMMs (the default) or through the element

@@ -454,6 +454,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   st.release_inputs();  // the map stays (attention_probs); the temporaries go back as they leave scope
 }
 
+int attention_scores_ld(int tokens) { return scores_ld(tokens); }
 void set_rotate_gemms(bool on) { g_rotate_gemms = on; }
 bool rotate_gemms_on() { return g_rotate_gemms; }
 

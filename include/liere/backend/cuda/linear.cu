@@ -1,14 +1,24 @@
 // liere/backend/cuda/linear.cu — the one cuBLAS wrapper family (gemm of api.hpp, single or strided-batched: every
 // GEMM of the CUDA backend goes through it; gemm_act, the products of activations and gradients: gemm, or in a bf16
 // run bf16 operands with fp32 accumulation), linear layers and the patch (tubelet) embedding (im2col through
-// kernels::patch_source, the body the CPU tests check, then one GEMM).
+// kernels::patch_source, the body the CPU tests check, then one GEMM), whose bias rides in their GEMMs through
+// cuBLASLt's epilogues in float and TF32 runs (lt_matmul below; the plain path where cuBLASLt has no algorithm).
 //
 // cuBLAS is column-major: a row-major (r, c) matrix with leading dimension ld is, read column-major, its
 // transpose. So row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same call with A and B
 // swapped, M and N swapped, and the transpose flags unchanged.
+#include <cublasLt.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/kernels/patch.hpp>
+#include <map>
+#include <mutex>
 
 namespace liere::cuda {
 
@@ -121,6 +131,145 @@ namespace {
 __global__ void k_bias_rows(const float* b, float* y, Index N, Index OC) {
   LIERE_CUDA_LOOP(i, N * OC) y[i] = b[i % OC];
 }
+__global__ void k_add_vec(const float* a, float* y, Index n) {
+  LIERE_CUDA_LOOP(i, n) y[i] += a[i];
+}
+
+// ---- cuBLASLt epilogues: the bias in the forward GEMM, its gradient in the weight-gradient GEMM ----------------
+// A linear layer's forward was a kernel writing the bias into every row, then the GEMM adding x·Wᵀ (β = 1); its
+// backward summed dy's columns for the bias (colsum_accumulate: two kernels) beside the GEMM dW += dyᵀ·x. cuBLASLt
+// does both inside the GEMMs: CUBLASLT_EPILOGUE_BIAS adds the bias to D's columns (length m), BGRADB writes the sum
+// of op(B) over the GEMM's k dimension (length n). Each (shape, transposes, epilogue, compute type, pointer
+// alignment) gets cuBLASLt's first heuristic algorithm once, cached; where there is none the plain path runs.
+std::atomic<bool> g_epilogues{[] {
+  const char* v = std::getenv("LIERE_CUDA_EPILOGUES");
+  return !(v && std::strcmp(v, "0") == 0);
+}()};
+std::atomic<std::int64_t> g_fused{0}, g_plain{0};
+constexpr std::size_t kLtWorkspace = std::size_t(32) << 20;  // NVIDIA's suggestion for Hopper
+
+#define LIERE_CUBLASLT_CHECK(call) ::liere::cuda::check_blas((call), #call, __FILE__, __LINE__)
+
+cublasLtHandle_t lt() {
+  static cublasLtHandle_t h = [] {  // never destroyed, as blas()
+    cublasLtHandle_t x = nullptr;
+    LIERE_CUBLASLT_CHECK(cublasLtCreate(&x));
+    return x;
+  }();
+  return h;
+}
+
+// The largest power of two up to 256 that divides the address (cuBLASLt's algorithms assume an alignment).
+int alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  int al = 256;
+  while (al > 4 && a % std::uintptr_t(al) != 0) al /= 2;
+  return al;
+}
+
+struct LtPlan {
+  bool ok = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t workspace = 0;
+};
+
+// Column-major D (m, n) = op(A)·op(B) + β·D with `epilogue`, `vec` its vector (the bias, or the bias gradient's
+// output), full float or TF32 as tf32() says. False (and nothing run) when the epilogues are off or cuBLASLt has
+// no algorithm for it.
+bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const float* A, int lda,
+               const float* B, int ldb, float beta, float* D, int ldd, cublasLtEpilogue_t epilogue, float* vec) {
+  if (!g_epilogues) return false;
+  const bool fast = tf32();
+  const std::array<std::int64_t, 13> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
+                                            std::int64_t(epilogue), fast, alignment_of(A) * 1000 + alignment_of(B),
+                                            alignment_of(D), alignment_of(vec)};
+  static std::mutex mu;
+  static std::map<std::array<std::int64_t, 13>, LtPlan> plans;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = plans.try_emplace(key);
+  LtPlan& plan = it->second;
+  if (fresh) {
+    const cublasComputeType_t compute = fast ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    LIERE_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+    LIERE_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    LIERE_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    LIERE_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    LIERE_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+    // The stored matrices: A is (m, k), or (k, m) transposed; B is (k, n), or (n, k); D is (m, n).
+    const bool ta = opa != CUBLAS_OP_N, tb = opb != CUBLAS_OP_N;
+    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, ta ? k : m, ta ? m : k, lda));
+    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb));
+    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldd));
+    cublasLtMatmulPreference_t pref = nullptr;
+    LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::uint64_t ws = kLtWorkspace;
+    const std::uint32_t al[4] = {std::uint32_t(alignment_of(A)), std::uint32_t(alignment_of(B)),
+                                 std::uint32_t(alignment_of(D)), std::uint32_t(alignment_of(D))};
+    LIERE_CUBLASLT_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i)
+      LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof(al[i])));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt(), plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    plan.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (plan.ok) plan.algo = result.algo, plan.workspace = result.workspaceSize;
+  }
+  if (!plan.ok) {
+    ++g_plain;
+    return false;
+  }
+  LIERE_CUBLASLT_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+  DeviceBlock work;
+  if (plan.workspace) work = DeviceBlock(plan.workspace);
+  const float alpha = 1.f;
+  const cublasStatus_t st = cublasLtMatmul(lt(), plan.op, &alpha, A, plan.a, B, plan.b, &beta, D, plan.c, D, plan.c,
+                                           &plan.algo, plan.workspace ? work.get() : nullptr, plan.workspace, 0);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // refused before it ran: this product takes the plain path from now on
+    plan.ok = false;
+    ++g_plain;
+    return false;
+  }
+  check_blas(st, "cublasLtMatmul", __FILE__, __LINE__);
+  if (sync_launches()) launched("cublasLtMatmul", __FILE__, __LINE__);
+  ++g_fused;
+  return true;
+}
+
+// y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x.
+bool fused_linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
+  if (gemm_precision() == Precision::bf16) return false;
+  const char* op = "linear on cuda (cuBLASLt)";
+  const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
+            oc = blas_int(OC, op, "OC (output features)");
+  return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
+                   const_cast<float*>(b));
+}
+
+// dW (OC, C) += dyᵀ x and db += Σ_rows dy through BGRADB: column-major dWᵀ (C, OC) = x (stored (C, N)) · op(dy
+// stored (OC, N)), whose op(B) = dy (N, OC) summed over k = N is db's increment (written to a block, then added).
+bool fused_weight_grad(const float* dy, const float* x, float* dw, float* db, Index N, Index C, Index OC) {
+  if (gemm_precision() == Precision::bf16 || !g_epilogues) return false;
+  const char* op = "weight gradient on cuda (cuBLASLt)";
+  const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
+            oc = blas_int(OC, op, "OC (output features)");
+  const DeviceBlock part(std::size_t(OC) * sizeof(float));
+  if (!lt_matmul(CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, x, c, dy, oc, 1.f, dw, c, CUBLASLT_EPILOGUE_BGRADB,
+                 part.get<float>()))
+    return false;
+  LIERE_CUDA_LAUNCH(k_add_vec, OC, part.get<float>(), db, OC);
+  return true;
+}
 __global__ void k_im2col(const float* x, float* cols, PatchGeometry g) {
   const Index K = g.patch_size(), n = g.B * g.tokens() * K;
   LIERE_CUDA_LOOP(i, n) cols[i] = x[kernels::patch_source(g, i / K, i % K)];
@@ -141,8 +290,14 @@ void check_linear(Index N, Index C, Index OC) {
 }
 }  // namespace
 
+void set_gemm_epilogues(bool on) { g_epilogues = on; }
+bool gemm_epilogues_on() { return g_epilogues; }
+EpilogueCounts gemm_epilogue_counts() { return {g_fused.load(), g_plain.load()}; }
+
 void Ops::linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
   check_linear(N, C, OC);
+  if (N <= 0 || OC <= 0) return;
+  if (b && C > 0 && fused_linear_forward(x, w, b, y, N, C, OC)) return;
   if (b) LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
   gemm_act(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
 }
@@ -151,6 +306,7 @@ void Ops::linear_backward(const float* x, const float* w, const float* dy, float
                           Index C, Index OC, bool overwrite_dx) {
   check_linear(N, C, OC);
   if (dx) gemm_act(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
+  if (dw && db && N > 0 && C > 0 && OC > 0 && fused_weight_grad(dy, x, dw, db, N, C, OC)) return;
   if (dw) gemm_act(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);
   if (db) colsum_accumulate(dy, N, OC, OC, db);
 }
@@ -168,11 +324,13 @@ void Ops::patch_embed_backward(const float* x, const float* w, const float* dy, 
                                float* dw, float* dbias, const PatchGeometry& g, Index D) {
   const Index M = g.B * g.tokens(), K = g.patch_size();
   if (M * K <= 0) return;
+  bool fused = false;
   if (dw) {
     LIERE_CUDA_LAUNCH(k_im2col, M * K, x, scratch_buf, g);
-    gemm_act(true, false, D, K, M, 1.f, dy, D, scratch_buf, K, 1.f, dw, K);
+    fused = dbias && D > 0 && fused_weight_grad(dy, scratch_buf, dw, dbias, M, K, D);
+    if (!fused) gemm_act(true, false, D, K, M, 1.f, dy, D, scratch_buf, K, 1.f, dw, K);
   }
-  if (dbias) colsum_accumulate(dy, M, D, D, dbias);
+  if (dbias && !fused) colsum_accumulate(dy, M, D, D, dbias);
   if (dx) {
     gemm_act(false, false, M, K, D, 1.f, dy, D, w, K, 0.f, scratch_buf, K);
     LIERE_CUDA_LAUNCH(k_col2im_accumulate, M * K, scratch_buf, dx, g);
