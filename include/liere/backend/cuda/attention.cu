@@ -15,8 +15,9 @@
 //                       step on the H200, docs/gpu.md); the padding columns are never read. LIERE_CUDA_PAD_SCORES=0
 //                       keeps rows T apart (for a side-by-side measurement)
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
-//   O = P V             strided-batched GEMM, then scattered to (B, T, H·D)
-// Backward: dV = Pᵀ dO, dP = dO Vᵀ (batched), dS = softmax_row_backward (per row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched);
+//   O = P V             per head a strided batch over the samples, written straight into out's rows (B, T, H·D)
+// Backward: dV = Pᵀ dO, dP = dO Vᵀ (per head, dO read where it lies in dout's rows), dS = softmax_row_backward (per
+//   row), dQ̂ = dS K̂, dK̂ = dSᵀ Q̂ (batched over B·H);
 //   dq += R(t)ᵀ dq̂ (kernels::rotate_backward_entry) in the packed layout, likewise dk, dv += dV;
 //   dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ (per table entry and run of the batch a thread, heads sharing a table summed
 //   by the same thread, then the runs added in order: no atomics); (transforms) dx += dx̃ P, dP += dx̃ᵀ x.
@@ -156,24 +157,6 @@ __global__ void k_softmax_backward(const float* p, float* dp, int T, int TP, flo
   }
 }
 
-// (B, H, T, D) → rows `ld` apart in (B, T, ·): y[b, t, h·D + i] (= or +=) x[b, h, t, i], and the reverse.
-__global__ void k_heads_to_rows(const float* x, float* y, std::int64_t ld, bool add, int B, int T, int H, int D) {
-  const Index n = Index(B) * H * T * D;
-  LIERE_CUDA_LOOP(idx, n) {
-    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
-    const Index b = idx / (Index(D) * T * H);
-    float* dst = y + (b * T + t) * ld + h * D + i;
-    *dst = add ? *dst + x[idx] : x[idx];
-  }
-}
-__global__ void k_rows_to_heads(const float* x, std::int64_t ld, float* y, int B, int T, int H, int D) {
-  const Index n = Index(B) * H * T * D;
-  LIERE_CUDA_LOOP(idx, n) {
-    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
-    const Index b = idx / (Index(D) * T * H);
-    y[idx] = x[(b * T + t) * ld + h * D + i];
-  }
-}
 // rows of HD values, ld apart → contiguous (rows, HD)
 __global__ void k_copy_rows(const float* x, std::int64_t ld, float* y, Index rows, int hd) {
   LIERE_CUDA_LOOP(idx, rows * hd) y[idx] = x[(idx / hd) * ld + idx % hd];
@@ -345,9 +328,12 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
   }
   LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, TP, H, Index(B) * H * T);
-  DeviceBlock ob = floats(n);
-  gemm_act(false, false, TI, DI, TI, 1.f, p, TP, vh, DI, 0.f, ob.get<float>(), DI, {BH, TT, TD, TD});
-  LIERE_CUDA_LAUNCH(k_heads_to_rows, n, ob.get<float>(), out, HD, false, B, T, H, D);
+  // O_h = P_h V_h into out (B, T, H·D): head h's rows HD apart at h·D, the samples T·HD apart.
+  const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
+  const long long HTP = (long long)H * T * TP, HTD = (long long)H * T * D, THD = (long long)T * HD;
+  for (int h = 0; h < H; ++h)
+    gemm_act(false, false, TI, DI, TI, 1.f, p + h * TT, TP, vh + h * TD, DI, 0.f, out + h * D, HD,
+             {BI, HTP, HTD, THD});
   st.s = a.s;
   st.transformed = transformed;
   if (a.backward) {
@@ -372,14 +358,17 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const int TP = scores_ld(T);
   const long long TD = (long long)T * D, TT = (long long)T * TP;
   const float scale = 1.f / std::sqrt(float(D));
-  DeviceBlock dOb = floats(n), dvhb = floats(n), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n),
-              dkhb = floats(n);
-  float *dO = dOb.get<float>(), *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(),
-        *dkh = dkhb.get<float>();
+  DeviceBlock dvhb = floats(n), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n), dkhb = floats(n);
+  float *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(), *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
-  LIERE_CUDA_LAUNCH(k_rows_to_heads, n, dout, HD, dO, B, T, H, D);
-  if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P, TP, dO, DI, 0.f, dvh, DI, {BH, TT, TD, TD});
-  gemm_act(false, true, TI, TI, DI, 1.f, dO, DI, vh, DI, 0.f, dp, TP, {BH, TD, TD, TT});
+  // dO_h read where it lies in dout (B, T, H·D): rows HD apart at h·D, the samples T·HD apart; head by head.
+  const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
+  const long long HTP = (long long)H * T * TP, HTD = (long long)H * T * D, THD = (long long)T * HD;
+  for (int h = 0; h < H; ++h) {
+    const float* dO = dout + h * D;
+    if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P + h * TT, TP, dO, HD, 0.f, dvh + h * TD, DI, {BI, HTP, THD, HTD});
+    gemm_act(false, true, TI, TI, DI, 1.f, dO, HD, vh + h * TD, DI, 0.f, dp + h * TT, TP, {BI, THD, HTD, HTP});
+  }
   LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
   gemm_act(false, false, TI, DI, TI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
   gemm_act(true, false, TI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
