@@ -98,25 +98,19 @@ if part compare; then
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"
   [ "$rc" = 0 ] || status=1
-  stamp "LieRE-64 rotations: GEMMs (1) against element kernels (0)" | tee -a "$out/gpu_compare.log"
-  for g in 1 0 1 0; do
-    line=$(LIERE_CUDA_ROTATE_GEMMS=$g timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
-      --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block 64 2>&1 | grep -E "step_ms|img_per_s")
-    echo "LIERE_CUDA_ROTATE_GEMMS=$g" $line
-  done | tee -a "$out/gpu_compare.log"
-  stamp "LieRE-8 attention scores: rows padded to 4 floats (1) against T apart (0)" | tee -a "$out/gpu_compare.log"
-  for g in 1 0 1 0; do
-    line=$(LIERE_CUDA_PAD_SCORES=$g timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
-      --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block 8 2>&1 | grep -E "step_ms|img_per_s")
-    echo "LIERE_CUDA_PAD_SCORES=$g" $line
-  done | tee -a "$out/gpu_compare.log"
-  stamp "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)" |
-    tee -a "$out/gpu_compare.log"
-  for g in 1 0 1 0; do
-    line=$(LIERE_CUDA_EPILOGUES=$g timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
-      --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block 8 2>&1 | grep -E "step_ms|img_per_s")
-    echo "LIERE_CUDA_EPILOGUES=$g" $line
-  done | tee -a "$out/gpu_compare.log"
+  # Side by side: ViT-Tiny float with a switch VAR on (1) and off (0), alternating, twice each; block size BLOCK.
+  ab() {
+    local var=$1 block=$2 title=$3
+    stamp "$title" | tee -a "$out/gpu_compare.log"
+    for g in 1 0 1 0; do
+      line=$(env "$var=$g" timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda \
+        --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" 2>&1 | grep -E "step_ms|img_per_s")
+      echo "$var=$g" $line
+    done | tee -a "$out/gpu_compare.log"
+  }
+  ab LIERE_CUDA_ROTATE_GEMMS 64 "LieRE-64 rotations: GEMMs (1) against element kernels (0)"
+  ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention scores: rows padded to 4 floats (1) against T apart (0)"
+  ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
 fi
 
 if part profile; then

@@ -12,8 +12,9 @@
 //                       in a bf16 run; likewise the other five products below). S, P and dS rows are TP = T rounded
 //                       up to 4 floats apart (scores_ld): with T = 65 (CIFAR, a class token) rows 65 floats apart
 //                       left cuBLAS only its align1 kernels for the six products (3.3 of 18.8 ms of the ViT-Tiny
-//                       step on the H200, docs/gpu.md); the padding columns are never read. LIERE_CUDA_PAD_SCORES=0
-//                       keeps rows T apart (for a side-by-side measurement)
+//                       step on the H200, docs/gpu.md); aligned rows may let it take others (to be measured: the
+//                       extent is still T). The padding columns are never read. LIERE_CUDA_PAD_SCORES=0 keeps rows T
+//                       apart (for a side-by-side measurement)
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             per head a strided batch over the samples, written straight into out's rows (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (per head, dO read where it lies in dout's rows), dS = softmax_row_backward (per
