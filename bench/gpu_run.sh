@@ -17,7 +17,7 @@
 #                          --precision bf16; PyTorch autocast bf16), LIERE_GPU_PRECISIONS (gpu_compare.py)
 #                        then LieRE-64 ViT-Tiny float with its rotations by GEMMs and by the element kernels
 #                        (LIERE_CUDA_ROTATE_GEMMS=1, 0, twice each, interleaved), and LieRE-8 with the attention
-#                        scores' rows padded to 16 bytes and not (LIERE_CUDA_PAD_SCORES=1, 0), and with the bias
+#                        keys padded to a multiple of 4 and not (LIERE_CUDA_PAD_SCORES=1, 0), and with the bias
 #                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
@@ -109,7 +109,7 @@ if part compare; then
     done | tee -a "$out/gpu_compare.log"
   }
   ab LIERE_CUDA_ROTATE_GEMMS 64 "LieRE-64 rotations: GEMMs (1) against element kernels (0)"
-  ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention scores: rows padded to 4 floats (1) against T apart (0)"
+  ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention keys: padded to a multiple of 4 (1) against T (0)"
   ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
 fi
 

@@ -610,10 +610,12 @@ TEST_CASE("cuda: flash attention matches the CPU's flash and unfused attention",
 TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a forward without gradients", "[cuda]") {
   const AttentionCase c{"liere", 4, 9, 9, false, false};
   const int H = 2, D = 8, C = H * D, T = c.gh * c.gw + 1, B = c.batch;
-  const std::size_t n_bytes = std::size_t(B) * H * T * D * sizeof(float);
-  // The scores' rows are TP apart on the device (16-byte rows unless LIERE_CUDA_PAD_SCORES=0): T = 82 here, TP 84.
+  // The keys are padded to TP on the device (a multiple of 4 unless LIERE_CUDA_PAD_SCORES=0): T = 82 here, TP 84;
+  // q̂ (B, H, T, D), k̂ and v (B, H, TP, D), the map (B, H, T, TP).
   const int TP = cuda::attention_scores_ld(T);
   CHECK((TP == T || (TP % 4 == 0 && TP >= T && TP < T + 4)));
+  const std::size_t n_bytes = std::size_t(B) * H * T * D * sizeof(float);
+  const std::size_t nk_bytes = std::size_t(B) * H * TP * D * sizeof(float);
   const std::size_t p_bytes = std::size_t(B) * H * T * TP * sizeof(float);
   const std::size_t y_bytes = std::size_t(B) * T * C * sizeof(float);
   nn::Params params;
@@ -658,7 +660,7 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
     pool.trim();
     const std::size_t before = pool.stats().bytes_in_use;
     Var y = nn::attention(tape, xv, H, &pe.encoding(), enc, 0, cache);
-    const std::size_t kept = 3 * round(n_bytes) + round(p_bytes);
+    const std::size_t kept = round(n_bytes) + 2 * round(nk_bytes) + round(p_bytes);
     CHECK(pool.stats().bytes_in_use - before == round(y_bytes) + kept);
     CHECK(cuda::attention_state_bytes(cache->device) == kept);
     tape.backward(y, Tensor::full(y.shape(), 1.f, Device::cuda));

@@ -9,12 +9,12 @@
 //               rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp (the CPU's products),
 //               in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
-//                       in a bf16 run; likewise the other five products below). S, P and dS rows are TP = T rounded
-//                       up to 4 floats apart (scores_ld): with T = 65 (CIFAR, a class token) rows 65 floats apart
-//                       left cuBLAS only its align1 kernels for the six products (3.3 of 18.8 ms of the ViT-Tiny
-//                       step on the H200, docs/gpu.md); aligned rows may let it take others (to be measured: the
-//                       extent is still T). The padding columns are never read. LIERE_CUDA_PAD_SCORES=0 keeps rows T
-//                       apart (for a side-by-side measurement)
+//                       in a bf16 run; likewise the other five products below). The keys are padded to TP = T
+//                       rounded up to 4 (scores_ld): k̂ and v have TP rows per head, the extra ones zero, so S, P and
+//                       dS are (T, TP) with zero columns past T (q̂·0 = 0, and the softmax leaves them alone; dP's
+//                       are dO·0) and every product's contiguous extent is a multiple of 4 floats: with T = 65
+//                       (CIFAR, a class token) cuBLAS had only its align1 kernels for the six products (3.3 of
+//                       18.8 ms of the ViT-Tiny step on the H200, docs/gpu.md). LIERE_CUDA_PAD_SCORES=0: TP = T
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             per head a strided batch over the samples, written straight into out's rows (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (per head, dO read where it lies in dout's rows), dS = softmax_row_backward (per
@@ -60,7 +60,7 @@ const bool g_pad_scores = [] {
 int scores_ld(int T) { return g_pad_scores ? (T + 3) / 4 * 4 : T; }
 
 struct State {
-  DeviceBlock qh, kh, vh, p;  // (B, H, T, D) ×3, (B, H, T, TP) with TP = scores_ld(T)
+  DeviceBlock qh, kh, vh, p;  // q̂ (B, H, T, D); k̂, v (B, H, TP, D) with TP = scores_ld(T); P (B, H, T, TP)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
   AttentionShape s;
   bool transformed = false;
@@ -120,26 +120,33 @@ __device__ inline const float* table_block(const Rot& r, int h, Index b, int t, 
   return r.tables[h] + (row * r.nb + i / r.block) * r.block * r.block;
 }
 
-// q̂, k̂ (rotated), v into (B, H, T, D); the q, k source rows at sq/sk + b·sb + t·st + h·D, v at v + (b·T + t)·ld.
+// q̂ (rotated) into (B, H, T, D), k̂ (rotated) and v into (B, H, TP, D) with zero rows t ≥ T (padded keys); the q, k
+// source rows at sq/sk + b·sb + t·st + h·D, v at v + (b·T + t)·ld. One thread per element of k̂.
 __global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std::int64_t st, const float* v,
-                         std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int H, int D) {
-  const Index n = Index(B) * H * T * D;
-  LIERE_CUDA_LOOP(idx, n) {
-    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
-    const Index b = idx / (Index(D) * T * H);
+                         std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int TP, int H, int D) {
+  const Index n = Index(B) * H * TP * D;
+  LIERE_CUDA_LOOP(kidx, n) {
+    const int i = int(kidx % D), t = int((kidx / D) % TP), h = int((kidx / (Index(D) * TP)) % H);
+    const Index b = kidx / (Index(D) * TP * H);
+    if (t >= T) {
+      kh[kidx] = 0.f;
+      vh[kidx] = 0.f;
+      continue;
+    }
+    const Index qidx = ((b * H + h) * T + t) * D + i;
     const std::int64_t off = b * sb + t * st + h * D;
     if (r.tables[h] && t >= r.first) {
       if (!r.by_gemm) {
         const float* blk = table_block(r, h, b, t, i);
         const int base = i - i % r.block;
-        qh[idx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
-        kh[idx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
+        qh[qidx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
+        kh[kidx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
       }
     } else {
-      qh[idx] = sq[off + i];
-      kh[idx] = sk[off + i];
+      qh[qidx] = sq[off + i];
+      kh[kidx] = sk[off + i];
     }
-    vh[idx] = v[(b * T + t) * ld + h * D + i];
+    vh[kidx] = v[(b * T + t) * ld + h * D + i];
   }
 }
 
@@ -169,32 +176,33 @@ __global__ void k_add_rows(const float* x, std::int64_t ldx, float* y, std::int6
 
 // Through the rotations to the rotation inputs: g = R(t)ᵀ dq̂ (or dq̂), written to dst (b·db + t·dt + h·D + i):
 // assigned (overwrite) or accumulated. Both q and k; dv += dV as well when given.
+// dq̂ is (B, H, T, D), dk̂ and dV (B, H, TP, D) (their rows t ≥ T, the padded keys', are not read).
 __global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq, float* dk, std::int64_t db,
                            std::int64_t dt, bool overwrite, const float* dvh, float* dv, std::int64_t ldv, int B, int T,
-                           int H, int D) {
+                           int TP, int H, int D) {
   const Index n = Index(B) * H * T * D;
   LIERE_CUDA_LOOP(idx, n) {
     const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
     const Index b = idx / (Index(D) * T * H);
+    const Index kidx = ((b * H + h) * TP + t) * D + i;
     float gq, gk;
     const bool rotated = r.tables[h] && t >= r.first;
     if (rotated && r.by_gemm) {
       gq = gk = 0.f;  // the GEMMs' entries
     } else if (rotated) {
       const float* blk = table_block(r, h, b, t, i);
-      const Index base = idx - i % r.block;
-      gq = kernels::rotate_backward_entry(blk, r.block, dqh + base, i % r.block);
-      gk = kernels::rotate_backward_entry(blk, r.block, dkh + base, i % r.block);
+      gq = kernels::rotate_backward_entry(blk, r.block, dqh + (idx - i % r.block), i % r.block);
+      gk = kernels::rotate_backward_entry(blk, r.block, dkh + (kidx - i % r.block), i % r.block);
     } else {
       gq = dqh[idx];
-      gk = dkh[idx];
+      gk = dkh[kidx];
     }
     if (dq && !(rotated && r.by_gemm)) {
       const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i;
       dq[o] = overwrite ? gq : dq[o] + gq;
       dk[o] = overwrite ? gk : dk[o] + gk;
     }
-    if (dv) dv[(b * T + t) * ldv + h * D + i] += dvh[idx];
+    if (dv) dv[(b * T + t) * ldv + h * D + i] += dvh[kidx];
   }
 }
 
@@ -209,7 +217,7 @@ struct DTables {
 // to part[run · entries + entry] (k_dtables_finish adds the runs in order); per-sequence tables: one run, the
 // sequence of the row.
 __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
-                          std::int64_t st, Rot r, DTables d, int B, int T, int H, int D, int chunk, int chunks,
+                          std::int64_t st, Rot r, DTables d, int B, int T, int TP, int H, int D, int chunk, int chunks,
                           float* part) {
   const int bb = r.block * r.block;
   const Index per = Index(r.table_tokens) * r.nb * bb, entries = Index(d.count) * per;
@@ -229,9 +237,9 @@ __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, c
       if (!((d.heads[u] >> h) & 1ull)) continue;
       const int di = kb * r.block + i, xj = kb * r.block + j;
       for (Index b = b0; b < b1; ++b) {
-        const Index g = ((b * H + h) * T + t) * D;
+        const Index gq = ((b * H + h) * T + t) * D, gk = ((b * H + h) * TP + t) * D;  // dq̂ T rows, dk̂ TP
         const std::int64_t x = b * sb + std::int64_t(t) * st + h * D;
-        acc += dqh[g + di] * xq[x + xj] + dkh[g + di] * xk[x + xj];
+        acc += dqh[gq + di] * xq[x + xj] + dkh[gk + di] * xk[x + xj];
       }
     }
     part[idx] = acc;
@@ -290,8 +298,9 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
-  const int TP = scores_ld(T);
-  DeviceBlock qhb = floats(n), khb = floats(n), vhb = floats(n), pb = floats(Index(B) * H * T * TP), xqb, xkb;
+  const int TP = scores_ld(T), TPI = blas_int(TP, "attention on cuda", "TP (keys, padded)");
+  const Index nk = Index(B) * H * TP * D;  // k̂, v with the padded keys
+  DeviceBlock qhb = floats(n), khb = floats(nk), vhb = floats(nk), pb = floats(Index(B) * H * T * TP), xqb, xkb;
   float *qh = qhb.get<float>(), *kh = khb.get<float>(), *vh = vhb.get<float>(), *p = pb.get<float>();
   const float *sq = a.q, *sk = a.k;
   std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
@@ -309,20 +318,21 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
   }
   const Rot r = rot_of(a);
-  LIERE_CUDA_LAUNCH(k_gather, n, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, H, D);
+  LIERE_CUDA_LAUNCH(k_gather, nk, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
   if (r.by_gemm) {
-    const HeadsLayout src{sb, stok}, dst = heads_layout(T, H, D);
+    const HeadsLayout src{sb, stok}, dq = heads_layout(T, H, D), dk = heads_layout(TP, H, D);
     const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
     for (int h = 0; h < H; ++h)
       if (r.tables[h]) {
-        const std::int64_t hs = from + std::int64_t(h) * D, hd = to + std::int64_t(h) * T * D;
-        rotate_gemms<float>(table_view(r, h, D), sq + hs, src, qh + hd, dst, B, DeviceGemms{});
-        rotate_gemms<float>(table_view(r, h, D), sk + hs, src, kh + hd, dst, B, DeviceGemms{});
+        const std::int64_t hs = from + std::int64_t(h) * D;
+        rotate_gemms<float>(table_view(r, h, D), sq + hs, src, qh + to + std::int64_t(h) * T * D, dq, B, DeviceGemms{});
+        rotate_gemms<float>(table_view(r, h, D), sk + hs, src, kh + to + std::int64_t(h) * TP * D, dk, B,
+                            DeviceGemms{});
       }
   }
   const float scale = 1.f / std::sqrt(float(D));
-  const long long TD = (long long)T * D, TT = (long long)T * TP;
-  gemm_act(false, true, TI, TI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TD, TT});
+  const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
+  gemm_act(false, true, TI, TPI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TPD, TT});
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
@@ -331,10 +341,10 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, TP, H, Index(B) * H * T);
   // O_h = P_h V_h into out (B, T, H·D): head h's rows HD apart at h·D, the samples T·HD apart.
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
-  const long long HTP = (long long)H * T * TP, HTD = (long long)H * T * D, THD = (long long)T * HD;
+  const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   for (int h = 0; h < H; ++h)
-    gemm_act(false, false, TI, DI, TI, 1.f, p + h * TT, TP, vh + h * TD, DI, 0.f, out + h * D, HD,
-             {BI, HTP, HTD, THD});
+    gemm_act(false, false, TI, DI, TPI, 1.f, p + h * TT, TP, vh + h * TPD, DI, 0.f, out + h * D, HD,
+             {BI, HTP, HTPD, THD});
   st.s = a.s;
   st.transformed = transformed;
   if (a.backward) {
@@ -356,23 +366,25 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
-  const int TP = scores_ld(T);
-  const long long TD = (long long)T * D, TT = (long long)T * TP;
+  const int TP = scores_ld(T), TPI = blas_int(TP, "attention on cuda", "TP (keys, padded)");
+  const Index nk = Index(B) * H * TP * D;
+  const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
   const float scale = 1.f / std::sqrt(float(D));
-  DeviceBlock dvhb = floats(n), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n), dkhb = floats(n);
+  DeviceBlock dvhb = floats(nk), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n), dkhb = floats(nk);
   float *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(), *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
   // dO_h read where it lies in dout (B, T, H·D): rows HD apart at h·D, the samples T·HD apart; head by head.
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
-  const long long HTP = (long long)H * T * TP, HTD = (long long)H * T * D, THD = (long long)T * HD;
+  const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   for (int h = 0; h < H; ++h) {
     const float* dO = dout + h * D;
-    if (dv) gemm_act(true, false, TI, DI, TI, 1.f, P + h * TT, TP, dO, HD, 0.f, dvh + h * TD, DI, {BI, HTP, THD, HTD});
-    gemm_act(false, true, TI, TI, DI, 1.f, dO, HD, vh + h * TD, DI, 0.f, dp + h * TT, TP, {BI, THD, HTD, HTP});
+    if (dv)
+      gemm_act(true, false, TPI, DI, TI, 1.f, P + h * TT, TP, dO, HD, 0.f, dvh + h * TPD, DI, {BI, HTP, THD, HTPD});
+    gemm_act(false, true, TI, TPI, DI, 1.f, dO, HD, vh + h * TPD, DI, 0.f, dp + h * TT, TP, {BI, THD, HTPD, HTP});
   }
   LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
-  gemm_act(false, false, TI, DI, TI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TD, TD});
-  gemm_act(true, false, TI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TD});
+  gemm_act(false, false, TI, DI, TPI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TPD, TD});
+  gemm_act(true, false, TPI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TPD});
 
   const Rot r = rot_of(a);
   const bool transformed = any_transform(a);
@@ -385,12 +397,13 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     dxb = floats(2 * rows * HD);
     dxq = dxb.get<float>();
     dxk = dxq + rows * HD;
-    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, H, D);
-  } else {
-    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, H,
+    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, TP, H,
                       D);
+  } else {
+    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, TP,
+                      H, D);
   }
-  const HeadsLayout gl = heads_layout(T, H, D);  // dq̂, dk̂
+  const HeadsLayout gl = heads_layout(T, H, D), glk = heads_layout(TP, H, D);  // dq̂; dk̂ (padded keys)
   const std::int64_t gfrom = std::int64_t(r.first) * D;
   float* gq = transformed ? dxq : dq;
   float* gk = transformed ? dxk : dk;
@@ -400,10 +413,10 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     const float beta = transformed ? 0.f : 1.f;
     for (int h = 0; h < H; ++h)
       if (r.tables[h]) {
-        const std::int64_t hg = gfrom + std::int64_t(h) * T * D;
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hgk = gfrom + std::int64_t(h) * TP * D;
         const std::int64_t hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
         rotate_backward_gemms<float>(table_view(r, h, D), dqh + hg, gl, gq + hx, xl, beta, B, DeviceGemms{});
-        rotate_backward_gemms<float>(table_view(r, h, D), dkh + hg, gl, gk + hx, xl, beta, B, DeviceGemms{});
+        rotate_backward_gemms<float>(table_view(r, h, D), dkh + hgk, glk, gk + hx, xl, beta, B, DeviceGemms{});
       }
   }
   // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
@@ -425,17 +438,17 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
         float* dt = dtables[std::size_t(h)];
         if (!dt || !r.tables[h]) continue;
         const RotationTableView<float> dtab{dt, r.tr, D, r.block};
-        const std::int64_t hg = gfrom + std::int64_t(h) * T * D;
+        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hgk = gfrom + std::int64_t(h) * TP * D;
         const std::int64_t hx = std::int64_t(r.first) * stok + std::int64_t(h) * D;
         rotate_grad_gemms<float>(dtab, dqh + hg, gl, xq + hx, xl, B, DeviceGemms{});
-        rotate_grad_gemms<float>(dtab, dkh + hg, gl, xk + hx, xl, B, DeviceGemms{});
+        rotate_grad_gemms<float>(dtab, dkh + hgk, glk, xk + hx, xl, B, DeviceGemms{});
       }
     } else {
       const Index entries = Index(d.count) * r.table_tokens * D * r.block;
       int chunk = 0, chunks = 0;
       dtables_runs(entries, B, r.table_tokens == r.tr, &chunk, &chunks);
       DeviceBlock partb = floats(entries * chunks);
-      LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, H, D, chunk, chunks,
+      LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H, D, chunk, chunks,
                         partb.get<float>());
       LIERE_CUDA_LAUNCH(k_dtables_finish, entries, partb.get<float>(), entries, chunks, r, d);
     }
