@@ -3,11 +3,11 @@
 // B batch, T tokens, H heads, D head dim; f = first rotated token, tr = T − f rotated tokens.
 // Forward:
 //   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward
-//   gather      q̂, k̂, v (B, H, T, D) from the packed qkv rows: q̂ = R(t)·q blockwise (kernels::rotate_entry, one
-//               thread per output element), tokens < f and heads without a table copied. Blocks larger than
-//               kGemmRotationAbove (16) with a table shared by the batch: the gather copies the rest, and the
-//               rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp (the CPU's products),
-//               in full float even under TF32
+//   gather      q̂ (B, H, T, D), k̂, v (B, H, TP, D) (TP below) from the packed qkv rows: q̂ = R(t)·q blockwise
+//               (kernels::rotate_entry, one thread per output element), tokens < f and heads without a table
+//               copied. Blocks larger than kGemmRotationAbove (16) with a table shared by the batch: the gather
+//               copies the rest, and the rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp
+//               (the CPU's products), in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
 //                       in a bf16 run; likewise the other five products below). The keys are padded to TP = T
 //                       rounded up to 4 (scores_ld): k̂ and v have TP rows per head, the extra ones zero, so S, P and
@@ -111,7 +111,7 @@ struct DeviceGemms {
 };
 // Head h's table as a view (device pointer, shared rows: by_gemm only).
 RotationTableView<const float> table_view(const Rot& r, int h, int D) { return {r.tables[h], r.tr, D, r.block}; }
-// The (B, H, T, D) scratch of head h from the first rotated token, as a HeadsLayout.
+// The (B, H, T, D) scratch (T = TP for k̂, dk̂) of head h from the first rotated token, as a HeadsLayout.
 HeadsLayout heads_layout(int T, int H, int D) { return {std::int64_t(H) * T * D, D}; }
 
 // The table block of head h, token t (≥ first) of sequence b that covers element i.
