@@ -155,9 +155,9 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error
 // when that forward kept none: no backward and no keep_probs).
 std::vector<float> attention_probs(const AttentionState& state);
-// The keys of attention on the device, padded: T rounded up to 4 (k̂ and v get zero rows, the score matrices
-// (B, H, T, TP) zero columns, so that cuBLAS's products have 16-byte aligned extents), or T with
-// LIERE_CUDA_PAD_SCORES=0 in the environment.
+// The keys of attention on the device, padded: T rounded up to 4, to 8 under gemm_precision() == bf16 (k̂ and v get
+// zero rows, the score matrices (B, H, T, TP) zero columns, so that cuBLAS's products have 16-byte aligned
+// extents), or T with LIERE_CUDA_PAD_SCORES=0 in the environment.
 int attention_scores_ld(int tokens);
 // The device bytes the state holds now (its blocks' capacities): what a layer keeps between its passes.
 std::size_t attention_state_bytes(const AttentionState& state);

@@ -10,7 +10,7 @@
 //               (the CPU's products), in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
 //                       in a bf16 run; likewise the other five products below). The keys are padded to TP = T
-//                       rounded up to 4 (scores_ld): k̂ and v have TP rows per head, the extra ones zero, so S, P and
+//                       rounded up to 4, 8 in bf16 (scores_ld): k̂ and v have TP rows per head, the extra ones zero, so S, P and
 //                       dS are (T, TP) with zero columns past T (q̂·0 = 0, and the softmax leaves them alone; dP's
 //                       are dO·0) and every product's contiguous extent is a multiple of 4 floats: with T = 65
 //                       (CIFAR, a class token) cuBLAS had only its align1 kernels for the six products (3.3 of
@@ -51,18 +51,23 @@ std::atomic<bool> g_rotate_gemms{[] {
   return !(v && std::strcmp(v, "0") == 0);
 }()};
 
-// The row length of the (B, H, T, TP) score matrices: T rounded up to a multiple of 4 floats (16 bytes), or T
-// under LIERE_CUDA_PAD_SCORES=0.
+// The keys padded: T rounded up to a multiple of 4 (16 bytes of float), of 8 in a bf16 run (16 bytes of bf16, the
+// packs' operands), or T under LIERE_CUDA_PAD_SCORES=0. A forward's TP is kept in its state for the backward.
 const bool g_pad_scores = [] {
   const char* v = std::getenv("LIERE_CUDA_PAD_SCORES");
   return !(v && std::strcmp(v, "0") == 0);
 }();
-int scores_ld(int T) { return g_pad_scores ? (T + 3) / 4 * 4 : T; }
+int scores_ld(int T) {
+  if (!g_pad_scores) return T;
+  const int m = gemm_precision() == Precision::bf16 ? 8 : 4;
+  return (T + m - 1) / m * m;
+}
 
 struct State {
   DeviceBlock qh, kh, vh, p;  // q̂ (B, H, T, D); k̂, v (B, H, TP, D) with TP = scores_ld(T); P (B, H, T, TP)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
   AttentionShape s;
+  int tp = 0;  // the padded keys of that forward (scores_ld)
   bool transformed = false;
   void release_inputs() {  // everything but the map
     qh.reset(), kh.reset(), vh.reset(), xq.reset(), xk.reset();
@@ -346,6 +351,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     gemm_act(false, false, TI, DI, TPI, 1.f, p + h * TT, TP, vh + h * TPD, DI, 0.f, out + h * D, HD,
              {BI, HTP, HTPD, THD});
   st.s = a.s;
+  st.tp = TP;
   st.transformed = transformed;
   if (a.backward) {
     st.qh = std::move(qhb), st.kh = std::move(khb), st.vh = std::move(vhb);
@@ -366,7 +372,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
-  const int TP = scores_ld(T), TPI = blas_int(TP, "attention on cuda", "TP (keys, padded)");
+  const int TP = st.tp, TPI = blas_int(TP, "attention on cuda", "TP (keys, padded)");  // the forward's
   const Index nk = Index(B) * H * TP * D;
   const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
   const float scale = 1.f / std::sqrt(float(D));
@@ -469,7 +475,7 @@ std::vector<float> attention_probs(const AttentionState& state) {
                "the attention map on cuda: the last forward ran without gradients and did not keep its map "
                "(ask for it before the forward: nn::Attention::keep_probs(true))");
   std::vector<float> host(n);
-  const int T = st.s.tokens, TP = scores_ld(T);  // rows of T, TP apart on the device
+  const int T = st.s.tokens, TP = st.tp;  // rows of T, TP apart on the device
   if (n)
     LIERE_CUDA_CHECK(cudaMemcpy2D(host.data(), std::size_t(T) * sizeof(float), st.p.get(),
                                   std::size_t(TP) * sizeof(float), std::size_t(T) * sizeof(float), n / std::size_t(T),
