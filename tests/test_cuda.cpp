@@ -152,6 +152,50 @@ void perturb(const nn::Params& params, std::uint64_t seed) {
   }
 }
 
+// One training step of the ViT of `cfg` (seed 11, perturbed by seed 12) on `dev`, on three fixed inputs: the
+// logits, every parameter's gradient (and name) and every layer's attention map (kept after the backward).
+struct VitStep {
+  std::vector<float> logits;
+  std::vector<std::vector<float>> grads, maps;
+  std::vector<std::string> names;
+};
+VitStep vit_step(const nn::VitConfig& cfg, Device dev) {
+  Shape xs{3, cfg.channels};
+  for (int d : cfg.image) xs.push_back(d);
+  const std::vector<float> x = randn(xs.numel(), 5);
+  const std::vector<int> y = {1, 4, 0};
+  nn::Params params;
+  nn::Vit model(params, cfg, 11);
+  perturb(params, 12);
+  params.to(dev);
+  Tape tape(3);
+  Var z = model.forward(tape, Var(Tensor::from(xs, x, dev)));
+  VitStep r;
+  r.logits = z.value().to_vector();
+  tape.backward(ops::cross_entropy(tape, z, y, 0.1));
+  for (const auto& p : params) {
+    r.grads.push_back(p.grad().to_vector());
+    r.names.push_back(p.name());
+  }
+  for (const auto& b : model.blocks()) {
+    const auto& probs = b.attn().last_probs();
+    r.maps.emplace_back(probs.begin(), probs.end());
+  }
+  return r;
+}
+// Every attention map, the logits and every gradient of `got` within `tol` (scaled) of `want`'s.
+void check_vit_step(const VitStep& got, const VitStep& want, double tol) {
+  for (std::size_t l = 0; l < want.maps.size(); ++l) {
+    INFO("attention map of layer " << l);
+    CHECK_ERR(scaled_err(got.maps[l], want.maps[l]), tol);
+  }
+  CHECK_ERR(scaled_err(got.logits, want.logits), tol);
+  for (std::size_t i = 0; i < want.names.size(); ++i) {
+    INFO("gradient of " << want.names[i]);
+    CHECK_ERR(scaled_err(got.grads[i], want.grads[i]), tol);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda: elementwise, token and loss ops match the CPU", "[cuda][parity]") {
@@ -210,54 +254,23 @@ TEST_CASE("cuda: a ViT step matches the CPU for every encoding and block size", 
     case_label() = c.pe + " block " + std::to_string(c.block) + " head_dim " + std::to_string(c.head_dim) +
                    (c.video ? " video" : "");
     const nn::VitConfig cfg = vit_config(c.pe, c.block, c.head_dim, c.video);
-    Shape xs{3, cfg.channels};
-    for (int d : cfg.image) xs.push_back(d);
-    const std::vector<float> x = randn(xs.numel(), 5);
-    const std::vector<int> y = {1, 4, 0};
     // Blocks above 16: the device twice, through the GEMMs of rotate_gemms.hpp (run 1) and the element kernels
     // (run 2).
     const bool both = c.block > kGemmRotationAbove;
-    std::vector<float> logits[3];
-    std::vector<std::vector<float>> grads[3], maps[3];
-    std::vector<std::string> names;
+    VitStep run[3];
     for (int d = 0; d < (both ? 3 : 2); ++d) {
-      const Device dev = d == 0 ? Device::cpu : Device::cuda;
       cuda::set_rotate_gemms(d != 2);
-      nn::Params params;
-      nn::Vit model(params, cfg, 11);
-      perturb(params, 12);
-      params.to(dev);
-      Tape tape(3);
-      Var xv(Tensor::from(xs, x, dev));
-      Var z = model.forward(tape, xv);
-      logits[d] = z.value().to_vector();
-      tape.backward(ops::cross_entropy(tape, z, y, 0.1));
-      for (const auto& p : params) {
-        grads[d].push_back(p.grad().to_vector());
-        if (d == 0) names.push_back(p.name());
-      }
+      run[d] = vit_step(cfg, d == 0 ? Device::cpu : Device::cuda);
       // The attention map of every layer (kept after the backward on both devices).
-      for (const auto& b : model.blocks()) {
-        const auto& probs = b.attn().last_probs();
-        REQUIRE(probs.size() == std::size_t(3) * cfg.heads * cfg.tokens() * cfg.tokens());
-        maps[d].emplace_back(probs.begin(), probs.end());
-      }
+      for (const auto& m : run[d].maps) REQUIRE(m.size() == std::size_t(3) * cfg.heads * cfg.tokens() * cfg.tokens());
     }
-    for (std::size_t l = 0; l < maps[0].size(); ++l) {
-      INFO("attention map of layer " << l);
-      CHECK_ERR(scaled_err(maps[1][l], maps[0][l]), kStepTol);
-    }
-    CHECK_ERR(scaled_err(logits[1], logits[0]), kStepTol);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      INFO("gradient of " << names[i]);
-      CHECK_ERR(scaled_err(grads[1][i], grads[0][i]), kStepTol);
-    }
+    check_vit_step(run[1], run[0], kStepTol);
     if (both) {
       case_label() += " GEMMs vs element kernels";
-      CHECK_ERR(scaled_err(logits[1], logits[2]), kStepTol);
-      for (std::size_t i = 0; i < names.size(); ++i) {
-        INFO("gradient of " << names[i] << ", GEMMs against element kernels");
-        CHECK_ERR(scaled_err(grads[1][i], grads[2][i]), kStepTol);
+      CHECK_ERR(scaled_err(run[1].logits, run[2].logits), kStepTol);
+      for (std::size_t i = 0; i < run[1].names.size(); ++i) {
+        INFO("gradient of " << run[1].names[i] << ", GEMMs against element kernels");
+        CHECK_ERR(scaled_err(run[1].grads[i], run[2].grads[i]), kStepTol);
       }
     }
   }
@@ -1015,43 +1028,14 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 stay close to fp32"
     INFO("pe " << pe);
     case_label() = pe;
     const nn::VitConfig cfg = vit_config(pe, 8, 16);
-    Shape xs{3, cfg.channels};
-    for (int d : cfg.image) xs.push_back(d);
-    const std::vector<float> x = randn(xs.numel(), 5);
-    const std::vector<int> y = {1, 4, 0};
-    std::vector<float> logits[2];
-    std::vector<std::vector<float>> grads[2], maps[2];
-    std::vector<std::string> names;
+    VitStep run[2];
     for (int r = 0; r < 2; ++r) {  // 0: fp32, 1: bf16
       std::optional<Bf16Products> bf16;
       if (r == 1) bf16.emplace();
-      nn::Params params;
-      nn::Vit model(params, cfg, 11);
-      perturb(params, 12);
-      params.to(Device::cuda);
-      Tape tape(3);
-      Var z = model.forward(tape, Var(Tensor::from(xs, x, Device::cuda)));
-      logits[r] = z.value().to_vector();
-      tape.backward(ops::cross_entropy(tape, z, y, 0.1));
-      for (const auto& p : params) {
-        grads[r].push_back(p.grad().to_vector());
-        if (r == 0) names.push_back(p.name());
-      }
-      for (const auto& b : model.blocks()) {
-        const auto& probs = b.attn().last_probs();
-        maps[r].emplace_back(probs.begin(), probs.end());
-      }
+      run[r] = vit_step(cfg, Device::cuda);
     }
-    CHECK_ERR(scaled_err(logits[1], logits[0]), kBf16StepTol);
-    CHECK(scaled_err(logits[1], logits[0]) > kStepTol);
-    for (std::size_t l = 0; l < maps[0].size(); ++l) {
-      INFO("attention map of layer " << l);
-      CHECK_ERR(scaled_err(maps[1][l], maps[0][l]), kBf16StepTol);
-    }
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      INFO("gradient of " << names[i]);
-      CHECK_ERR(scaled_err(grads[1][i], grads[0][i]), kBf16StepTol);
-    }
+    CHECK(scaled_err(run[1].logits, run[0].logits) > kStepTol);
+    check_vit_step(run[1], run[0], kBf16StepTol);
   }
   for (const char* pe : {"liere", "absolute"}) {
     INFO("training, pe " << pe);
