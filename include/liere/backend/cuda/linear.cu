@@ -19,6 +19,7 @@
 #include <liere/backend/kernels/patch.hpp>
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace liere::cuda {
 
@@ -182,11 +183,12 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
                const float* B, int ldb, float beta, float* D, int ldd, cublasLtEpilogue_t epilogue, float* vec) {
   if (!g_epilogues) return false;
   const bool fast = tf32();
-  const std::array<std::int64_t, 13> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
-                                            std::int64_t(epilogue), fast, alignment_of(A) * 1000 + alignment_of(B),
-                                            alignment_of(D), alignment_of(vec)};
+  const std::uint32_t al[4] = {std::uint32_t(alignment_of(A)), std::uint32_t(alignment_of(B)),
+                               std::uint32_t(alignment_of(D)), std::uint32_t(alignment_of(vec))};
+  const std::array<std::int64_t, 14> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
+                                            std::int64_t(epilogue), fast, al[0], al[1], al[2], al[3]};
   static std::mutex mu;
-  static std::map<std::array<std::int64_t, 13>, LtPlan> plans;
+  static std::map<std::array<std::int64_t, 14>, LtPlan> plans;
   std::lock_guard<std::mutex> lock(mu);
   auto [it, fresh] = plans.try_emplace(key);
   LtPlan& plan = it->second;
@@ -207,15 +209,14 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
     cublasLtMatmulPreference_t pref = nullptr;
     LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::uint64_t ws = kLtWorkspace;
-    const std::uint32_t al[4] = {std::uint32_t(alignment_of(A)), std::uint32_t(alignment_of(B)),
-                                 std::uint32_t(alignment_of(D)), std::uint32_t(alignment_of(D))};
     LIERE_CUBLASLT_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const cublasLtMatmulPreferenceAttributes_t which[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; ++i)
-      LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof(al[i])));
+    // A, B, then C and D (the same matrix).
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> which[4] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al[0]}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al[1]},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al[2]}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al[2]}};
+    for (const auto& [attr, bytes] : which)
+      LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t st =
