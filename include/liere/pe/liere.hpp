@@ -327,25 +327,32 @@ class LieRE {
   std::vector<Scalar> params_;  // [Dim][HeadDim/Block][Block(Block−1)/2]
 };
 
-// Explicit instances (pe/liere.cpp) for programs that link liere::compiled: the table kernels of every
-// block size, compiled once there instead of in every file that uses LieRE or an encoding.
-#define LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, B, S)                                                            \
+// Explicit instances for programs that link liere::compiled: the table kernels of every block size, compiled once
+// there (pe/liere_forward.cpp, pe/liere_backward.cpp) instead of in every file that uses LieRE or an encoding. By
+// direction, not by scalar: the forward computes in double for both scalars, so its exponentials are compiled once.
+#define LIERE_TABLE_FORWARD_INSTANCES_FOR_BLOCK(EXTERN, B, S)                                                    \
   EXTERN template void liere_table_forward<B, S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int, \
-                                                  RotationTableView<S>);                                         \
+                                                  RotationTableView<S>);
+#define LIERE_TABLE_BACKWARD_INSTANCES_FOR_BLOCK(EXTERN, B, S)                                                    \
   EXTERN template void liere_table_backward<B, S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int, \
                                                    RotationTableView<const S>, std::span<S>);
-#define LIERE_TABLE_INSTANCES(EXTERN, S)                                                                          \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 2, S)                                                                    \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 3, S)                                                                    \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 4, S)                                                                    \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 8, S)                                                                    \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 16, S)                                                                   \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 32, S)                                                                   \
-  LIERE_TABLE_INSTANCES_FOR_BLOCK(EXTERN, 64, S)                                                                   \
+#define LIERE_TABLE_DIRECTION_INSTANCES(DIR, EXTERN, S)                                                           \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 2, S)                                                           \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 3, S)                                                           \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 4, S)                                                           \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 8, S)                                                           \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 16, S)                                                          \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 32, S)                                                          \
+  LIERE_TABLE_##DIR##_INSTANCES_FOR_BLOCK(EXTERN, 64, S)
+#define LIERE_TABLE_FORWARD_INSTANCES(EXTERN, S)                                                                  \
+  LIERE_TABLE_DIRECTION_INSTANCES(FORWARD, EXTERN, S)                                                             \
   EXTERN template void liere_table_forward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,    \
-                                               RotationTableView<S>);                                             \
+                                               RotationTableView<S>);
+#define LIERE_TABLE_BACKWARD_INSTANCES(EXTERN, S)                                                                 \
+  LIERE_TABLE_DIRECTION_INSTANCES(BACKWARD, EXTERN, S)                                                            \
   EXTERN template void liere_table_backward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,   \
                                                 RotationTableView<const S>, std::span<S>);
+#define LIERE_TABLE_INSTANCES(EXTERN, S) LIERE_TABLE_FORWARD_INSTANCES(EXTERN, S) LIERE_TABLE_BACKWARD_INSTANCES(EXTERN, S)
 // Not under LIERE_COUNT_FLOPS: the tables' products must be compiled with the counter (lie/exp.hpp).
 #if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
 LIERE_TABLE_INSTANCES(extern, float)
