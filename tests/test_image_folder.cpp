@@ -372,6 +372,25 @@ TEST_CASE("image folder: a JPEG Huffman table of more than 256 codes is refused 
   CHECK(decode_image(inserted(jpg, 2, app), "e.jpg").pixels == plain.pixels);
 }
 
+// Found by tests/fuzz/fuzz_image (UBSan: signed integer overflow in stbi__jpeg_decode_block, `dc * dequant[0]`):
+// corrupt entropy-coded data grow a JPEG's DC prediction until its product with the quantisation step overflows int
+// (nothings/stb #1533, open upstream; the file is libFuzzer's minimised input). data_tools/stb_impl.cpp is compiled
+// with -fwrapv, so the product wraps and the file decodes to garbage pixels, the sizes its header declares. The
+// same file is a seed of fuzz_image (tests/fuzz/corpus/image/), whose replay in the fuzzing build (clang, UBSan
+// without recovery) reports the overflow if the flag is lost; GCC's UBSan in the sanitizer build does not see it
+// (checked: without -fwrapv this test passes there too).
+TEST_CASE("image folder: a JPEG whose DC prediction overflows int decodes without undefined behaviour",
+          "[image_folder][errors]") {
+  const Bytes jpg = read_all(std::filesystem::path(LIERE_TEST_DATA_DIR) / "jpeg_dc_overflow.jpg");
+  for (const int channels : {3, 1}) {
+    const Image img = decode_image(jpg, "jpeg_dc_overflow.jpg", channels);
+    CHECK(img.height == 255);
+    CHECK(img.width == 57608);
+    CHECK(img.channels == channels);
+    CHECK(img.pixels.size() == std::size_t(channels) * 255 * 57608);
+  }
+}
+
 // Found by tests/fuzz/fuzz_image as inputs of several seconds each: a PNG whose IDAT chunk declares 1.2 GB made
 // stb_image allocate 2 GB before finding the data short; such a chunk is refused from its length (docs/testing.md).
 TEST_CASE("image folder: a PNG chunk longer than the file is refused before stb_image allocates for it",
