@@ -352,7 +352,8 @@ class LieRE {
   LIERE_TABLE_DIRECTION_INSTANCES(BACKWARD, EXTERN, S)                                                            \
   EXTERN template void liere_table_backward<S>(const LieREGeometry&, std::span<const S>, std::span<const S>, int,   \
                                                 RotationTableView<const S>, std::span<S>);
-#define LIERE_TABLE_INSTANCES(EXTERN, S) LIERE_TABLE_FORWARD_INSTANCES(EXTERN, S) LIERE_TABLE_BACKWARD_INSTANCES(EXTERN, S)
+#define LIERE_TABLE_INSTANCES(EXTERN, S)                                                                          \
+  LIERE_TABLE_FORWARD_INSTANCES(EXTERN, S) LIERE_TABLE_BACKWARD_INSTANCES(EXTERN, S)
 // Not under LIERE_COUNT_FLOPS: the tables' products must be compiled with the counter (lie/exp.hpp).
 #if defined(LIERE_PRECOMPILED) && !defined(LIERE_COUNT_FLOPS)
 LIERE_TABLE_INSTANCES(extern, float)
