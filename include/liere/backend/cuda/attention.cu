@@ -10,11 +10,11 @@
 //               (the CPU's products), in full float even under TF32
 //   S = Q̂ K̂ᵀ / √D      a strided batch over the B·H heads (gemm_act: cublasSgemmStridedBatched, or bf16 operands
 //                       in a bf16 run; likewise the other five products below). The keys are padded to TP = T
-//                       rounded up to 4, 8 in bf16 (scores_ld): k̂ and v have TP rows per head, the extra ones zero, so S, P and
-//                       dS are (T, TP) with zero columns past T (q̂·0 = 0, and the softmax leaves them alone; dP's
-//                       are dO·0) and every product's contiguous extent is a multiple of 4 floats: with T = 65
-//                       (CIFAR, a class token) cuBLAS had only its align1 kernels for the six products (3.3 of
-//                       18.8 ms of the ViT-Tiny step on the H200, docs/gpu.md). LIERE_CUDA_PAD_SCORES=0: TP = T
+//                       rounded up to 4, 8 in bf16 (scores_ld): k̂ and v have TP rows per head, the extra ones
+//                       zero, so S, P and dS are (T, TP) with zero columns past T (q̂·0 = 0, and the softmax leaves
+//                       them alone; dP's are dO·0) and every product's contiguous extent is a multiple of 4 floats:
+//                       with T = 65 (CIFAR, a class token) cuBLAS had only its align1 kernels for the six products
+//                       (3.3 of 18.8 ms of the ViT-Tiny step on the H200, docs/gpu.md). LIERE_CUDA_PAD_SCORES=0: TP = T
 //   P = softmax(S)      one warp per row, kernels::softmax_row (masked keys excluded)
 //   O = P V             per head a strided batch over the samples, written straight into out's rows (B, T, H·D)
 // Backward: dV = Pᵀ dO, dP = dO Vᵀ (per head, dO read where it lies in dout's rows), dS = softmax_row_backward (per
