@@ -8,7 +8,8 @@
 // the patch embedding rounded, a ViT step and 12 training steps close to fp32; skipped with a WARN on a device
 // older than compute capability 8.0).
 //
-// Built only with LIERE_WITH_CUDA. Without a CUDA device main() returns 77, which CTest reports as skipped
+// Built only with LIERE_WITH_CUDA. Without a CUDA device the program exits with 77 before any test case runs
+// (its MainHooks, tests/main_hooks.hpp, around the shared main), which CTest reports as skipped
 // (SKIP_RETURN_CODE in tests/CMakeLists.txt). CTest also runs the parity cases ([parity]) a second time with
 // LIERE_CUDA_SYNC=1 and LIERE_POOL_POISON=1 (test_cuda_debug): a kernel that reads memory it did not write sees NaNs.
 //
@@ -20,7 +21,6 @@
 // a double reference for the same ViT steps: at most 7.1e-6 (the generators of LieRE with block 64), so the GPU
 // and the CPU, each that close to the exact value, differ by well under 1e-4. GEMMs in full float: the tests switch
 // TF32 off, except the TF32 case, which states its own bound.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <liere/backend/cuda/api.hpp>
@@ -51,6 +51,7 @@
 #include <tuple>
 #include <vector>
 
+#include "main_hooks.hpp"
 #include "temp_dir.hpp"
 #include "tensor_compare.hpp"
 
@@ -1194,20 +1195,24 @@ TEST_CASE("cuda: out of device memory is a clear error", "[cuda]") {
   CHECK(ok.to_vector() == std::vector<float>(10, 2.f));
 }
 
-int main(int argc, char** argv) {
-  if (cuda::device_count() == 0) {
-    std::cout << "test_cuda: skipped: " << cuda::device_description() << "\n";
-    return 77;
-  }
-  std::cout << "test_cuda: " << cuda::device_description() << "\n";
-  cuda::set_tf32(false);
-  const int failed = Catch::Session().run(argc, argv);
-  if (!worst_errors().empty()) {
-    std::cout << "\nlargest scaled error per test case (max |gpu - cpu| / scale; tests/tensor_compare.hpp), and its bound:\n";
-    for (const auto& [name, e] : worst_errors()) std::cout << "  " << e.first << " <= " << e.second << "  " << name << "\n";
-  }
-  return failed;
-}
+// Around the shared main (tests/catch_main.cpp): no device, exit 77 (skipped) before any test case; after the run,
+// the largest error of each test case against its bound.
+const liere::test::MainHooks main_hooks{
+    [] {
+      if (cuda::device_count() == 0) {
+        std::cout << "test_cuda: skipped: " << cuda::device_description() << "\n";
+        return 77;
+      }
+      std::cout << "test_cuda: " << cuda::device_description() << "\n";
+      cuda::set_tf32(false);
+      return liere::test::kRunTests;
+    },
+    [] {
+      if (worst_errors().empty()) return;
+      std::cout << "\nlargest scaled error per test case (max |gpu - cpu| / scale; tests/tensor_compare.hpp), and its "
+                   "bound:\n";
+      for (const auto& [name, e] : worst_errors()) std::cout << "  " << e.first << " <= " << e.second << "  " << name << "\n";
+    }};
 
 // ==== rotation tables on the device (branch `tables`; a separate block: backend/cuda/rotation_table.cu) ==========
 // The device's tables and generator gradients against cpu::rotation_table_forward/backward (the same per-block
