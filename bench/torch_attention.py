@@ -130,7 +130,10 @@ class PositionEncoding(nn.Module):
         if self.kind in ("none", "abs"):
             return None
         if self.kind == "rope-mixed":
-            return rope_mixed_cis(self.freqs, self.t_x, self.t_y, self.heads)  # (L, H, N, hd/2) complex
+            # rope-vit computes the table with autocast disabled ("No float 16 for this range"); under bf16
+            # autocast the products would be bf16, which torch.polar refuses
+            with torch.autocast(self.freqs.device.type, enabled=False):
+                return rope_mixed_cis(self.freqs, self.t_x, self.t_y, self.heads)  # (L, H, N, hd/2) complex
         g = tc.skew_from_raw(self.w)                        # (2, L, H*m, b, b)
         a = tc.with_cls_identity(tc.generators_at(self.pos, g))  # (T, L, H*m, b, b), token 0 = CLS = 0
         # official: one-shot matrix_exp in float32 (float64 is kept for the selftest)
