@@ -21,7 +21,7 @@
 #                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
-#                        (liere64); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
+#                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
 #   attention.log        flash against unfused attention on the GPU, T = 65, 1025 and 4097 (bench_attention_device,
 #                        where the build has it: -DLIERE_BUILD_BENCH=ON): time and peak device memory
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
@@ -29,7 +29,8 @@
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16),
-# LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64), PYTHON (the interpreter with a CUDA
+# LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
+# the run with --precision bf16), PYTHON (the interpreter with a CUDA
 # PyTorch, python3). The exit status is 0 when every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
@@ -38,7 +39,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 steps=${LIERE_GPU_STEPS:-20}
 models=${LIERE_GPU_MODELS:-tiny,base}
 precisions=${LIERE_GPU_PRECISIONS:-fp32,tf32,bf16}
-profile_encs=${LIERE_GPU_PROFILE:-liere64}
+profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
@@ -118,15 +119,18 @@ if part profile; then
   if [ -n "$ncu" ]; then
     for enc in ${profile_encs//,/ }; do
       stamp "profile $enc"
-      case $enc in
+      base=${enc%-bf16} prec=()
+      [ "$base" != "$enc" ] && prec=(--precision bf16)
+      case $base in
         abs) pe=(--pe absolute) ;;
         rope-mixed) pe=(--pe rope-mixed) ;;
-        liere*) pe=(--pe liere --block "${enc#liere}") ;;
-        *) echo "LIERE_GPU_PROFILE: '$enc' is not one of abs, rope-mixed, liere<block>" >&2; status=1; continue ;;
+        liere[0-9]*) pe=(--pe liere --block "${base#liere}") ;;
+        *) echo "LIERE_GPU_PROFILE: '$enc' is not one of abs, rope-mixed, liere<block>, each with -bf16 or not" >&2
+           status=1; continue ;;
       esac
       timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
         "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
-        --threads "$threads" "${pe[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
+        --threads "$threads" "${pe[@]}" "${prec[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
     done
   else

@@ -303,6 +303,13 @@ TEST_CASE("bf16: the pack of a strided batch (cuda::gemm_act's operands) takes e
           wrong += liere::kernels::strided_source(i, c.rows, c.cols, c.ld, c.stride) != m * c.stride + r * c.ld + col;
     CHECK(i == c.count * c.rows * c.cols);
     CHECK(wrong == 0);
+    // strided_row (the device's packing: a warp per row) names the same element for (row g, column col)
+    Index wrong_rows = 0;
+    for (Index g = 0; g < c.count * c.rows; ++g)
+      for (Index col = 0; col < c.cols; ++col)
+        wrong_rows += liere::kernels::strided_row(g, c.rows, c.ld, c.stride) + col !=
+                      liere::kernels::strided_source(g * c.cols + col, c.rows, c.cols, c.ld, c.stride);
+    CHECK(wrong_rows == 0);
   }
 }
 

@@ -64,13 +64,17 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 }
 
 namespace {
-// The n = count·rows·cols elements of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch
-// at src (kernels::strided_source, on both sides).
+// The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch at src, a warp
+// per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An element
+// per thread through kernels::strided_source took six 64-bit divisions per element: on the H200, 2026-11-26, bf16
+// runs were slower than TF32 ones, and this conversion, twice per product, was the first suspect.)
 __global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, Index cols, Index ld, Index stride,
-                             Index dst_ld, Index n) {
-  LIERE_CUDA_LOOP(i, n) {
-    dst[kernels::strided_source(i, rows, cols, dst_ld, rows * dst_ld)] =
-        kernels::to_bf16(src[kernels::strided_source(i, rows, cols, ld, stride)]);
+                             Index dst_ld, Index nrows) {
+  LIERE_CUDA_LOOP(t, nrows * kWarp) {
+    const Index g = t / kWarp;
+    const float* s = src + kernels::strided_row(g, rows, ld, stride);
+    kernels::bf16* d = dst + g * dst_ld;
+    for (Index c = t % kWarp; c < cols; c += kWarp) d[c] = kernels::to_bf16(s[c]);
   }
 }
 // The row length of a bf16 pack: the columns rounded up to 8 values (16 bytes).
@@ -84,7 +88,7 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
                "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
                                        << ") with leading dimensions " << ld << " and " << dst_ld
                                        << " (at least the columns)");
-  LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * cols, src, dst, rows, cols, ld, stride, dst_ld, count * rows * cols);
+  if (cols > 0) LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows);
 }
 
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
