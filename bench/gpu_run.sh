@@ -21,7 +21,8 @@
 #                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
-#                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log: ncu's messages
+#                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
+#                        ncu's messages
 #   attention.log        flash against unfused attention on the GPU, T = 65, 1025 and 4097 (bench_attention_device,
 #                        where the build has it: -DLIERE_BUILD_BENCH=ON): time and peak device memory
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
