@@ -88,7 +88,8 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
                "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
                                        << ") with leading dimensions " << ld << " and " << dst_ld
                                        << " (at least the columns)");
-  if (cols > 0) LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows);
+  if (cols > 0)
+    LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows);
 }
 
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
