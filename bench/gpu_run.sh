@@ -31,8 +31,8 @@
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
-# the run with --precision bf16), PYTHON (the interpreter with a CUDA
-# PyTorch, python3). The exit status is 0 when every part that ran passed.
+# the run with --precision bf16), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
+# every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
 out=${2:-gpu_out}
