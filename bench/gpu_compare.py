@@ -95,9 +95,21 @@ def run_torch(args, model, encs, precision) -> list:
             res = subprocess.CompletedProcess(cmd, 124, f"(stopped after 4 x --run-timeout {args.run_timeout} s)")
         recs = [dict(json.loads(l), impl="torch") for l in open(tmp.name) if l.strip()]
     if res.returncode != 0 or not recs:
-        return [{"impl": "torch", "model": model, "tf32": precision == "tf32", "precision": precision, "command": cmd,
-                 "returncode": res.returncode, "output_tail": res.stdout[-2000:]}]
+        # The encodings that finished keep their lines; the rest get one failure record (its output's tail).
+        done = {r.get("enc") for r in recs}
+        rest = [e for e in encs if e not in done]
+        return recs + [{"impl": "torch", "model": model, "enc": ",".join(rest) or None, "tf32": precision == "tf32",
+                        "precision": precision, "command": cmd, "returncode": res.returncode or 1,
+                        "output_tail": res.stdout[-2000:]}]
     return recs
+
+
+def outcome(r: dict) -> str:
+    """'N img/s', or why the run failed: its return code and the last two lines of its output."""
+    if r.get("returncode", 0) == 0 and r.get("img_per_s") is not None:
+        return f"{r['img_per_s']} img/s"
+    tail = [l.strip() for l in (r.get("output_tail") or "").splitlines() if l.strip()]
+    return f"FAILED (returncode {r.get('returncode')}): {' / '.join(tail[-2:]) if tail else 'no output'}"
 
 
 def main() -> int:
@@ -146,11 +158,11 @@ def main() -> int:
                 for t in threads:
                     keep(run_liere(a, model, enc, prec, t))
                     r = runs[-1]
-                    print(f"liere {model} {enc} {prec} threads={t}: {r.get('img_per_s')} img/s", flush=True)
+                    print(f"liere {model} {enc} {prec} threads={t}: {outcome(r)}", flush=True)
             if not a.no_torch:
                 for r in run_torch(a, model, encs, prec):
                     keep(r)
-                    print(f"torch {model} {r.get('enc')} {prec}: {r.get('img_per_s')} img/s", flush=True)
+                    print(f"torch {model} {r.get('enc')} {prec}: {outcome(r)}", flush=True)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     partial.close()
     with open(a.json + ".tmp", "w") as f:
