@@ -783,18 +783,28 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
     while (bits.size() < 3 * 37 * 40) bits.push_back(std::uint32_t(g()));
     std::vector<float> src(bits.size());
     std::memcpy(src.data(), bits.data(), bits.size() * 4);
-    const Index count = 3, rows = 37, cols = 29, ld = 40, stride = 37 * 40, n = count * rows * cols;
     const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
-    Tensor d(Shape{(n + 1) / 2}, Device::cuda);
-    cuda::round_to_bf16(s.data(), rows, cols, ld, reinterpret_cast<kernels::bf16*>(d.data()), count, stride);
-    const std::vector<float> got_f = d.to_vector();
-    std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
-    std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
-    Index wrong = 0;
-    for (Index i = 0; i < n; ++i)
-      wrong += got[std::size_t(i)] !=
-               kernels::to_bf16(src[std::size_t(kernels::strided_source(i, rows, cols, ld, stride))]).bits;
-    CHECK(wrong == 0);
+    // The kernel takes a warp per row of the pack: rows shorter than a warp, rows of several warps' width with a
+    // partial last one, and one matrix shared by the batch (stride 0).
+    struct Pack {
+      Index count, rows, cols, ld, stride;
+    };
+    for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40}, Pack{2, 5, 70, 75, 5 * 75}, Pack{4, 3, 100, 100, 0}}) {
+      INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride);
+      const Index n = p.count * p.rows * p.cols;
+      Tensor d(Shape{(n + 1) / 2}, Device::cuda);
+      cuda::round_to_bf16(s.data(), p.rows, p.cols, p.ld, reinterpret_cast<kernels::bf16*>(d.data()), p.count,
+                          p.stride);
+      const std::vector<float> got_f = d.to_vector();
+      std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
+      std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
+      Index wrong = 0;
+      for (Index i = 0; i < n; ++i)
+        wrong += got[std::size_t(i)] !=
+                 kernels::to_bf16(src[std::size_t(kernels::strided_source(i, p.rows, p.cols, p.ld, p.stride))]).bits;
+      CHECK(wrong == 0);
+    }
+    const Index count = 3, rows = 37, cols = 29, ld = 40, stride = 37 * 40;
     // Into a pack with rows padded to 32 values (gemm_act's 16-byte rows): every value at its padded place, the
     // padding left as it was (filled with 0xffff here).
     const Index dst_ld = 32, np = count * rows * dst_ld;
