@@ -774,7 +774,7 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
   }
   // The conversion: the device's bits are the host's (kernels::to_bf16) for ties, ∞, overflow, NaNs (payloads in
   // the kept and in the dropped bits), subnormals, signed zeros and random bit patterns, packed from a strided
-  // batch with padded rows (kernels::strided_source).
+  // batch with padded rows (the pack's element (m, r, c) from src + m·stride + r·ld + c).
   {
     std::vector<std::uint32_t> bits = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f808001u, 0x7f800000u, 0xff800000u,
                                        0x7f7fffffu, 0x7f7f0000u, 0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7fbfffffu,
@@ -798,10 +798,11 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
       const std::vector<float> got_f = d.to_vector();
       std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
       std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
-      Index wrong = 0;
-      for (Index i = 0; i < n; ++i)
-        wrong += got[std::size_t(i)] !=
-                 kernels::to_bf16(src[std::size_t(kernels::strided_source(i, p.rows, p.cols, p.ld, p.stride))]).bits;
+      Index i = 0, wrong = 0;
+      for (Index m = 0; m < p.count; ++m)
+        for (Index r = 0; r < p.rows; ++r)
+          for (Index c = 0; c < p.cols; ++c, ++i)
+            wrong += got[std::size_t(i)] != kernels::to_bf16(src[std::size_t(m * p.stride + r * p.ld + c)]).bits;
       CHECK(wrong == 0);
     }
     const Index count = 3, rows = 37, cols = 29, ld = 40, stride = 37 * 40;

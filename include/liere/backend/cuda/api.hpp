@@ -146,7 +146,7 @@ struct EpilogueCounts {
 };
 EpilogueCounts gemm_epilogue_counts();
 // dst (count, rows, cols), rows dst_ld apart (0: cols, dense), matrices rows·dst_ld apart = the bf16 roundings of
-// `count` (rows, cols) matrices at src + i·stride, rows ld apart (kernels::strided_source; stride 0 with count 1:
+// `count` (rows, cols) matrices at src + i·stride, rows ld apart (kernels::strided_row; stride 0 with count 1:
 // one matrix); dst's padding is not written. gemm_act's conversion, shown for the tests.
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count = 1,
                    Index stride = 0, Index dst_ld = 0);

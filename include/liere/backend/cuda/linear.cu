@@ -66,8 +66,8 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 namespace {
 // The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch at src, a warp
 // per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An element
-// per thread through kernels::strided_source took six 64-bit divisions per element: on the H200, 2026-11-26, bf16
-// runs were slower than TF32 ones, and this conversion, twice per product, was the first suspect.)
+// per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than TF32
+// ones, and this conversion, twice per product, was the first suspect.)
 __global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, Index cols, Index ld, Index stride,
                              Index dst_ld, Index nrows) {
   LIERE_CUDA_LOOP(t, nrows * kWarp) {

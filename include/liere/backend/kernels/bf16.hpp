@@ -5,13 +5,10 @@
 //                    finite value that rounds past the largest bf16 becomes ±∞, NaN stays a (quiet) NaN
 //   to_float(bf16)   exact
 //   round_bf16(x)    to_float(to_bf16(x)): the float nearest to x among the bf16 values
-//   strided_source(i, rows, cols, ld, stride)
-//                    where element i of the dense (count, rows, cols) pack of a strided batch of (rows, cols)
-//                    matrices comes from: the i-th matrix at stride·i, its rows ld apart
 //   strided_row(g, rows, ld, stride)
-//                    where row g of that pack starts: strided_source(g·cols, …) with one division per row instead
-//                    of three per element (cuda::gemm_act packs its operands, rounded to bf16, this way: a warp per
-//                    row, its lanes along the row)
+//                    where row g of the dense (count, rows, cols) pack of a strided batch of (rows, cols) matrices
+//                    comes from: the i-th matrix at stride·i, its rows ld apart (cuda::gemm_act packs its operands,
+//                    rounded to bf16, this way: a warp per row, its lanes along the row)
 //
 // bf16 keeps float's range with 8 significant bits: a rounding error of at most 2^-9 ≈ 2e-3 relative. A rotation
 // table stored in bf16 is no longer a rotation (‖RᵀR − I‖ ~ 1e-2); liere keeps tables in fp32 and applies them in
@@ -53,15 +50,9 @@ LIERE_HOST_DEVICE inline float to_float(bf16 h) { return bits_float(std::uint32_
 
 LIERE_HOST_DEVICE inline float round_bf16(float x) { return to_float(to_bf16(x)); }
 
-// The offset, from the first matrix's first element, of element i of the dense pack (count, rows, cols) of `count`
-// (rows, cols) matrices stored `stride` elements apart with leading dimension ld ≥ cols: matrix i / (rows·cols), row
-// (i / cols) % rows, column i % cols.
-LIERE_HOST_DEVICE inline Index strided_source(Index i, Index rows, Index cols, Index ld, Index stride) {
-  const Index per = rows * cols, m = i / per, r = (i % per) / cols, c = i % cols;
-  return m * stride + r * ld + c;
-}
-
-// The offset of row g of that pack (matrix g / rows, row g % rows): element (g, c) is at strided_row(g, …) + c.
+// The offset, from the first matrix's first element, of row g of the dense pack (count, rows, cols) of `count`
+// (rows, cols) matrices stored `stride` elements apart with leading dimension ld ≥ cols: matrix g / rows, row
+// g % rows; element (g, c) of the pack is at strided_row(g, …) + c.
 LIERE_HOST_DEVICE inline Index strided_row(Index g, Index rows, Index ld, Index stride) {
   const Index m = g / rows;
   return m * stride + (g - m * rows) * ld;
