@@ -29,7 +29,9 @@
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
-# LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16),
+# LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16), LIERE_GPU_ENCODINGS (the compare's encodings:
+# abs,rope-mixed,liere8,liere64), LIERE_GPU_TORCH (1; 0: the compare without PyTorch, liere's side only: a quick
+# check of a change on a few device minutes),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
 # every part that ran passed.
@@ -40,6 +42,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 steps=${LIERE_GPU_STEPS:-20}
 models=${LIERE_GPU_MODELS:-tiny,base}
 precisions=${LIERE_GPU_PRECISIONS:-fp32,tf32,bf16}
+encodings=${LIERE_GPU_ENCODINGS:-abs,rope-mixed,liere8,liere64}
+no_torch=()
+[ "${LIERE_GPU_TORCH:-1}" = 0 ] && no_torch=(--no-torch)
 profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
@@ -94,8 +99,8 @@ fi
 if part compare; then
   stamp gpu_compare
   PYTHONUNBUFFERED=1 timeout 360 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" --run-timeout 60 \
-    --models "$models" --precisions "$precisions" --threads "$threads" --python "$py" \
-    --json "$out/gpu_compare.jsonl" 2>&1 |
+    --models "$models" --enc "$encodings" --precisions "$precisions" --threads "$threads" --python "$py" \
+    "${no_torch[@]}" --json "$out/gpu_compare.jsonl" 2>&1 |
     tee "$out/gpu_compare.log"
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"

@@ -15,6 +15,7 @@
 //     where the CPU or oneDNN cannot; tests/test_bf16_train.cpp trains with it).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,8 +28,10 @@
 #include <liere/core/precision.hpp>
 #include <liere/pe/liere.hpp>
 #include <numbers>
+#include <random>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "skip.hpp"
 #include "test_util.hpp"
@@ -304,6 +307,28 @@ TEST_CASE("bf16: the pack of a strided batch (cuda::gemm_act's operands) takes e
     CHECK(g == c.count * c.rows);
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("bf16: four values at once (cuda::gemm_act's vector stores) are the four roundings in memory order",
+          "[bf16]") {
+  // to_bf16x4's word stored as it lies in memory, read back as four bf16 values, against to_bf16 of each: edge
+  // cases (ties, ∞, NaN, subnormals, -0) in every position and random bit patterns.
+  static_assert(std::endian::native == std::endian::little, "the device and this test assume little-endian words");
+  std::vector<std::uint32_t> bits = {0x3f808000u, 0x3f818000u, 0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x7fc00000u,
+                                     0x7f800001u, 0x00008000u, 0x00018000u, 0x80000000u, 0x807fffffu, 0x3f808001u};
+  std::mt19937_64 g(5);
+  while (bits.size() < 4000) bits.push_back(std::uint32_t(g()));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i + 4 <= bits.size(); ++i) {  // every window: each value in each of the four places
+    const float a = from_bits(bits[i]), b = from_bits(bits[i + 1]), c = from_bits(bits[i + 2]),
+                d = from_bits(bits[i + 3]);
+    const std::uint64_t w = liere::kernels::to_bf16x4(a, b, c, d);
+    std::uint16_t got[4];
+    std::memcpy(got, &w, sizeof w);
+    wrong += got[0] != to_bf16(a).bits || got[1] != to_bf16(b).bits || got[2] != to_bf16(c).bits ||
+             got[3] != to_bf16(d).bits;
+  }
+  CHECK(wrong == 0);
 }
 
 namespace {

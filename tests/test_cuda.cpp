@@ -786,23 +786,33 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
     const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
     // The kernel takes a warp per row of the pack: rows shorter than a warp, rows of several warps' width with a
     // partial last one, and one matrix shared by the batch (stride 0).
+    // Where the rows allow it (16-byte aligned source rows, 8-byte aligned pack rows) the lanes take four values
+    // at a time and the row's last cols % 4 one by one: rows of many quads, with a remainder into rows padded as
+    // gemm_act pads them (dst_ld), and the one-by-one path where a source is one float off alignment, ld or the
+    // stride odd, or the pack's rows 4-byte aligned only (302 values).
     struct Pack {
-      Index count, rows, cols, ld, stride;
+      Index count, rows, cols, ld, stride, offset = 0, dst_ld = 0;
     };
-    for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40}, Pack{2, 5, 70, 75, 5 * 75}, Pack{4, 3, 100, 100, 0}}) {
-      INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride);
-      const Index n = p.count * p.rows * p.cols;
+    for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40}, Pack{2, 5, 70, 75, 5 * 75}, Pack{4, 3, 100, 100, 0},
+                         Pack{2, 4, 300, 304, 4 * 304 + 8}, Pack{2, 4, 302, 304, 4 * 304 + 8, 0, 304},
+                         Pack{2, 4, 302, 304, 4 * 304 + 8}, Pack{3, 5, 64, 64, 5 * 64, 1},
+                         Pack{3, 5, 64, 64, 5 * 64 + 2}}) {
+      const Index dl = p.dst_ld ? p.dst_ld : p.cols;
+      INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride
+                    << " offset " << p.offset << " dst_ld " << dl);
+      const Index n = p.count * p.rows * dl;
       Tensor d(Shape{(n + 1) / 2}, Device::cuda);
-      cuda::round_to_bf16(s.data(), p.rows, p.cols, p.ld, reinterpret_cast<kernels::bf16*>(d.data()), p.count,
-                          p.stride);
+      cuda::round_to_bf16(s.data() + p.offset, p.rows, p.cols, p.ld, reinterpret_cast<kernels::bf16*>(d.data()),
+                          p.count, p.stride, p.dst_ld);
       const std::vector<float> got_f = d.to_vector();
       std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
       std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
-      Index i = 0, wrong = 0;
+      Index wrong = 0;
       for (Index m = 0; m < p.count; ++m)
         for (Index r = 0; r < p.rows; ++r)
-          for (Index c = 0; c < p.cols; ++c, ++i)
-            wrong += got[std::size_t(i)] != kernels::to_bf16(src[std::size_t(m * p.stride + r * p.ld + c)]).bits;
+          for (Index c = 0; c < p.cols; ++c)
+            wrong += got[std::size_t((m * p.rows + r) * dl + c)] !=
+                     kernels::to_bf16(src[std::size_t(p.offset + m * p.stride + r * p.ld + c)]).bits;
       CHECK(wrong == 0);
     }
     const Index count = 3, rows = 37, cols = 29, ld = 40, stride = 37 * 40;
@@ -920,7 +930,9 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
   // then have the same operands on both sides, and differ only in the order of their fp32 sums (kOpTol). Against
   // the CPU on the unrounded values the same tensors differ by the operands' rounding (~2e-3 scaled here, in
   // numpy), far above kOpTol: were one of the products left in fp32, its tensor would miss the first reference
-  // by about that. The bias and its gradient are fp32 sums on both sides: compared with the unrounded run.
+  // by about that. The bias and its gradient are fp32 sums on both sides: compared with the unrounded run. With
+  // cuBLASLt's epilogues on (the forward's bias in the GEMM on the packs) and off (bias kernel, then the GEMM); how
+  // often the epilogue ran is printed.
   std::string why;
   if (!cuda::bf16_gemm_support(&why)) {
     WARN("skipped: " << why);
@@ -941,9 +953,13 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
        [](Tape& t, const std::vector<Var>& v) { return ops::patch_embed(t, v[0], v[1], v[2]); }},
       {"patch_embed 3D", {{2, 3, 4, 8, 8}, {16, 3, 2, 4, 4}, {16}}, {true, true, false},
        [](Tape& t, const std::vector<Var>& v) { return ops::patch_embed(t, v[0], v[1], v[2]); }}};
+  const bool was = cuda::gemm_epilogues_on();
+  for (const bool epi : {true, false})
   for (const OpCase& c : cases) {
-    INFO("op " << c.name);
-    case_label() = c.name;
+    INFO("op " << c.name << (epi ? " (epilogues)" : " (plain)"));
+    cuda::set_gemm_epilogues(epi);
+    const cuda::EpilogueCounts before = cuda::gemm_epilogue_counts();
+    case_label() = c.name + (epi ? " (epilogues)" : " (plain)");
     std::vector<std::vector<float>> values;
     for (std::size_t i = 0; i < c.shapes.size(); ++i) values.push_back(randn(c.shapes[i].numel(), 300 + i));
     // runs: 0 the device in bf16, 1 the CPU on rounded operands, 2 the CPU on the values as they are
@@ -974,7 +990,12 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
         CHECK_ERR(scaled_err(grads[0][i], grads[2][i]), kOpTol);
       }
     }
+    const cuda::EpilogueCounts after = cuda::gemm_epilogue_counts();
+    std::cout << "  bf16 " << case_label() << ": " << after.fused - before.fused << " GEMMs with an epilogue, "
+              << after.plain - before.plain << " declined by cuBLASLt\n";
+    if (!epi) CHECK(after.fused + after.plain == before.fused + before.plain);  // off: cuBLASLt never asked
   }
+  cuda::set_gemm_epilogues(was);
   case_label().clear();
 }
 

@@ -67,18 +67,34 @@ namespace {
 // The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch at src, a warp
 // per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An element
 // per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than TF32
-// ones, and this conversion, twice per product, was the first suspect.)
-__global__ void k_round_bf16(const float* src, kernels::bf16* dst, Index rows, Index cols, Index ld, Index stride,
-                             Index dst_ld, Index nrows) {
+// ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values at
+// a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
+// element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
+// 2026-11-26 evening), each warp waiting on one load after another along its row.
+__global__ void k_round_bf16(const float* __restrict__ src, kernels::bf16* __restrict__ dst, Index rows, Index cols,
+                             Index ld, Index stride, Index dst_ld, Index nrows, bool quads) {
   LIERE_CUDA_LOOP(t, nrows * kWarp) {
-    const Index g = t / kWarp;
+    const Index g = t / kWarp, lane = t % kWarp;
     const float* s = src + kernels::strided_row(g, rows, ld, stride);
     kernels::bf16* d = dst + g * dst_ld;
-    for (Index c = t % kWarp; c < cols; c += kWarp) d[c] = kernels::to_bf16(s[c]);
+    Index c = lane;
+    if (quads) {
+      const Index nq = cols / 4;
+      const auto* s4 = reinterpret_cast<const float4*>(s);
+      auto* d4 = reinterpret_cast<std::uint64_t*>(d);
+#pragma unroll 4
+      for (Index q = lane; q < nq; q += kWarp) {
+        const float4 v = s4[q];
+        d4[q] = kernels::to_bf16x4(v.x, v.y, v.z, v.w);
+      }
+      c = nq * 4 + lane;
+    }
+    for (; c < cols; c += kWarp) d[c] = kernels::to_bf16(s[c]);
   }
 }
 // The row length of a bf16 pack: the columns rounded up to 8 values (16 bytes).
 Index pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
+bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 }  // namespace
 
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride,
@@ -88,9 +104,56 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
                "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
                                        << ") with leading dimensions " << ld << " and " << dst_ld
                                        << " (at least the columns)");
+  const bool quads = cols >= 4 && ld % 4 == 0 && stride % 4 == 0 && aligned(src, 16) && dst_ld % 4 == 0 &&
+                     aligned(dst, 8);
   if (cols > 0)
-    LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows);
+    LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows,
+                      quads);
 }
+
+namespace {
+// One operand of a bf16 product, rounded into a pool block: `count` stored (rows, cols) matrices (one when the
+// batch shares it: stride 0), rows ld = pack_ld(cols) apart (16-byte aligned rows: T = 65 scores or 100 classes would
+// otherwise leave cuBLAS its unaligned kernels), matrices rows·ld apart.
+struct Bf16Pack {
+  DeviceBlock block;
+  Index ld = 0, stride = 0;
+  const void* get() const { return block.get(); }
+};
+Bf16Pack pack_bf16(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
+  Bf16Pack p;
+  p.ld = pack_ld(cols);
+  const Index n = stride == 0 ? 1 : count;
+  p.stride = stride == 0 ? 0 : rows * p.ld;
+  p.block = DeviceBlock(std::size_t(n * rows * p.ld) * sizeof(kernels::bf16));
+  round_to_bf16(src, rows, cols, ld, p.block.get<kernels::bf16>(), n, stride, p.ld);
+  return p;
+}
+
+// C = alpha·op(A)·op(B) + beta·C on packed operands (A stored (M, K), or (K, M) when ta; B (K, N), or (N, K)):
+// cublasGemmEx / cublasGemmStridedBatchedEx, bf16 inputs, fp32 accumulation and C. Column-major Cᵀ = op(B)ᵀ op(A)ᵀ,
+// as gemm (the top of this file).
+void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const Bf16Pack& A, const Bf16Pack& B,
+               float beta, float* C, Index ldc, GemmBatch batch = {}) {
+  const char* op = "cuda::gemm_act (bf16)";
+  const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
+            k = blas_int(K, op, "K (the summed dimension)");
+  const int lc = blas_int(ldc, op, "ldc");
+  const int la = blas_int(A.ld, op, "lda of the bf16 pack"), lb = blas_int(B.ld, op, "ldb of the bf16 pack");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch.count == 0) {
+    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, B.get(), CUDA_R_16BF, lb, A.get(),
+                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  } else {
+    const int batches = blas_int(batch.count, op, "the batch count");
+    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, B.get(), CUDA_R_16BF, lb,
+                                                  (long long)B.stride, A.get(), CUDA_R_16BF, la, (long long)A.stride,
+                                                  &beta, C, CUDA_R_32F, lc, (long long)batch.c, batches,
+                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}  // the packs go back to the pool when their owners leave; the GEMM queued on them runs first (one stream)
+}  // namespace
 
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
               Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
@@ -98,40 +161,15 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, batch);
     return;
   }
-  const char* op = "cuda::gemm_act (bf16)";
   LIERE_ENSURE(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
-               op << ": leading dimensions (" << lda << ", " << ldb << ", " << ldc << ") too small for M=" << M
-                  << " N=" << N << " K=" << K);
-  const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
-            k = blas_int(K, op, "K (the summed dimension)");
-  const int lc = blas_int(ldc, op, "ldc");
-  // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb. Packed with rows pack_ld(columns)
-  // apart (16-byte aligned rows: T = 65 scores or 100 classes would otherwise leave cuBLAS its unaligned kernels); an
-  // operand a batch shares (stride 0) is packed once.
-  const Index ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-  const Index pa = pack_ld(ac), pb = pack_ld(bc);
+               "cuda::gemm_act (bf16): leading dimensions (" << lda << ", " << ldb << ", " << ldc
+                                                             << ") too small for M=" << M << " N=" << N << " K=" << K);
+  // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb.
   const Index count = batch.count == 0 ? 1 : batch.count;
-  const Index na = batch.a == 0 ? 1 : count, nb = batch.b == 0 ? 1 : count;
-  const int la = blas_int(pa, op, "lda of the bf16 pack"), lb = blas_int(pb, op, "ldb of the bf16 pack");
-  DeviceBlock a16(std::size_t(na * ar * pa) * sizeof(kernels::bf16)),
-      b16(std::size_t(nb * br * pb) * sizeof(kernels::bf16));
-  round_to_bf16(A, ar, ac, lda, a16.get<kernels::bf16>(), na, batch.a, pa);
-  round_to_bf16(B, br, bc, ldb, b16.get<kernels::bf16>(), nb, batch.b, pb);
-  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
-  if (batch.count == 0) {
-    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, a16.get(),
-                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
-  } else {
-    const int batches = blas_int(batch.count, op, "the batch count");
-    const long long sa = batch.a == 0 ? 0 : (long long)(ar * pa), sb = batch.b == 0 ? 0 : (long long)(br * pb);
-    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, b16.get(), CUDA_R_16BF, lb, sb,
-                                                  a16.get(), CUDA_R_16BF, la, sa, &beta, C, CUDA_R_32F, lc,
-                                                  (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
-                                                  CUBLAS_GEMM_DEFAULT));
-  }
-}  // the packs go back to the pool; the GEMM queued on them runs first (one stream)
+  const Bf16Pack a = pack_bf16(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
+                 b = pack_bf16(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
+  gemm_bf16(ta, tb, M, N, K, alpha, a, b, beta, C, ldc, batch);
+}
 
 namespace {
 __global__ void k_bias_rows(const float* b, float* y, Index N, Index OC) {
@@ -182,18 +220,19 @@ struct LtPlan {
 };
 
 // Column-major D (m, n) = op(A)·op(B) + β·D with `epilogue`, `vec` its vector (the bias, or the bias gradient's
-// output), full float or TF32 as tf32() says. False (and nothing run) when the epilogues are off or cuBLASLt has
-// no algorithm for it.
-bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const float* A, int lda,
-               const float* B, int ldb, float beta, float* D, int ldd, cublasLtEpilogue_t epilogue, float* vec) {
+// output), full float or TF32 as tf32() says; with `bf16`, A and B are bf16 packs (fp32 accumulation, D and the
+// vector fp32). False (and nothing run) when the epilogues are off or cuBLASLt has no algorithm for it.
+bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const void* A, int lda,
+               const void* B, int ldb, float beta, float* D, int ldd, cublasLtEpilogue_t epilogue, float* vec,
+               bool bf16 = false) {
   if (!g_epilogues) return false;
-  const bool fast = tf32();
+  const bool fast = !bf16 && tf32();
   const std::uint32_t al[4] = {std::uint32_t(alignment_of(A)), std::uint32_t(alignment_of(B)),
                                std::uint32_t(alignment_of(D)), std::uint32_t(alignment_of(vec))};
-  const std::array<std::int64_t, 14> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
-                                            std::int64_t(epilogue), fast, al[0], al[1], al[2], al[3]};
+  const std::array<std::int64_t, 15> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
+                                            std::int64_t(epilogue), fast, bf16, al[0], al[1], al[2], al[3]};
   static std::mutex mu;
-  static std::map<std::array<std::int64_t, 14>, LtPlan> plans;
+  static std::map<std::array<std::int64_t, 15>, LtPlan> plans;
   std::lock_guard<std::mutex> lock(mu);
   auto [it, fresh] = plans.try_emplace(key);
   LtPlan& plan = it->second;
@@ -208,8 +247,9 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
     // The stored matrices: A is (m, k), or (k, m) transposed; B is (k, n), or (n, k); D is (m, n).
     const bool ta = opa != CUBLAS_OP_N, tb = opb != CUBLAS_OP_N;
-    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, ta ? k : m, ta ? m : k, lda));
-    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb));
+    const cudaDataType_t ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, ab, ta ? k : m, ta ? m : k, lda));
+    LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, ab, tb ? n : k, tb ? k : n, ldb));
     LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldd));
     cublasLtMatmulPreference_t pref = nullptr;
     LIERE_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -252,14 +292,25 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
   return true;
 }
 
-// y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x.
+// y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x. In a
+// bf16 run x and W are packed first and the product runs on the packs with the bias epilogue (the bias added in
+// fp32 to the fp32 sums, as the plain path's bias kernel and β = 1), or without it where cuBLASLt has none: true
+// either way. (The weight gradient's BGRADB would sum dy rounded to bf16: a bf16 run keeps the fp32 column sum.)
 bool fused_linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
-  if (gemm_precision() == Precision::bf16) return false;
   const char* op = "linear on cuda (cuBLASLt)";
   const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
             oc = blas_int(OC, op, "OC (output features)");
-  return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
-                   const_cast<float*>(b));
+  if (gemm_precision() != Precision::bf16)
+    return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
+                     const_cast<float*>(b));
+  const Bf16Pack x16 = pack_bf16(x, N, C, C), w16 = pack_bf16(w, OC, C, C);
+  const int lx = blas_int(x16.ld, op, "ld of the bf16 pack");
+  if (lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w16.get(), lx, x16.get(), lx, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
+                const_cast<float*>(b), true))
+    return true;
+  LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
+  gemm_bf16(false, true, N, OC, C, 1.f, x16, w16, 1.f, y, OC);
+  return true;
 }
 
 // dW (OC, C) += dyᵀ x and db += Σ_rows dy through BGRADB: column-major dWᵀ (C, OC) = x (stored (C, N)) · op(dy
@@ -311,6 +362,14 @@ void Ops::linear_forward(const float* x, const float* w, const float* b, float* 
 void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
                           Index C, Index OC, bool overwrite_dx) {
   check_linear(N, C, OC);
+  if (gemm_precision() == Precision::bf16 && dx && dw && N > 0 && C > 0 && OC > 0) {
+    // dy is op(A) of both products, stored (N, OC) in both: rounded to bf16 once.
+    const Bf16Pack dy16 = pack_bf16(dy, N, OC, OC);
+    gemm_bf16(false, false, N, C, OC, 1.f, dy16, pack_bf16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
+    gemm_bf16(true, false, OC, C, N, 1.f, dy16, pack_bf16(x, N, C, C), 1.f, dw, C);
+    if (db) colsum_accumulate(dy, N, OC, OC, db);
+    return;
+  }
   if (dx) gemm_act(false, false, N, C, OC, 1.f, dy, OC, w, C, overwrite_dx ? 0.f : 1.f, dx, C);
   if (dw && db && N > 0 && C > 0 && OC > 0 && fused_weight_grad(dy, x, dw, db, N, C, OC)) return;
   if (dw) gemm_act(true, false, OC, C, N, 1.f, dy, OC, x, C, 1.f, dw, C);

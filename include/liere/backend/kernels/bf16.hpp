@@ -5,6 +5,9 @@
 //                    finite value that rounds past the largest bf16 becomes ±∞, NaN stays a (quiet) NaN
 //   to_float(bf16)   exact
 //   round_bf16(x)    to_float(to_bf16(x)): the float nearest to x among the bf16 values
+//   to_bf16x4(a, b, c, d)
+//                    four consecutive values rounded, as they lie in memory in a little-endian 64-bit word (a in
+//                    the low 16 bits): cuda::gemm_act's conversion stores four at a time where the rows allow it
 //   strided_row(g, rows, ld, stride)
 //                    where row g of the dense (count, rows, cols) pack of a strided batch of (rows, cols) matrices
 //                    comes from: the i-th matrix at stride·i, its rows ld apart (cuda::gemm_act packs its operands,
@@ -49,6 +52,11 @@ LIERE_HOST_DEVICE inline bf16 to_bf16(float f) {
 LIERE_HOST_DEVICE inline float to_float(bf16 h) { return bits_float(std::uint32_t(h.bits) << 16); }
 
 LIERE_HOST_DEVICE inline float round_bf16(float x) { return to_float(to_bf16(x)); }
+
+LIERE_HOST_DEVICE inline std::uint64_t to_bf16x4(float a, float b, float c, float d) {
+  return std::uint64_t(to_bf16(a).bits) | std::uint64_t(to_bf16(b).bits) << 16 |
+         std::uint64_t(to_bf16(c).bits) << 32 | std::uint64_t(to_bf16(d).bits) << 48;
+}
 
 // The offset, from the first matrix's first element, of row g of the dense pack (count, rows, cols) of `count`
 // (rows, cols) matrices stored `stride` elements apart with leading dimension ld ≥ cols: matrix g / rows, row
