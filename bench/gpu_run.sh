@@ -18,7 +18,9 @@
 #                        then LieRE-64 ViT-Tiny float with its rotations by GEMMs and by the element kernels
 #                        (LIERE_CUDA_ROTATE_GEMMS=1, 0, twice each, interleaved), and LieRE-8 with the attention
 #                        keys padded to a multiple of 4 and not (LIERE_CUDA_PAD_SCORES=1, 0), and with the bias
-#                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), appended to gpu_compare.log
+#                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), and LieRE-8 bf16 with
+#                        attention's operands rounded once and per product (LIERE_CUDA_ATTENTION_PACKS=1, 0),
+#                        appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
@@ -105,19 +107,22 @@ if part compare; then
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"
   [ "$rc" = 0 ] || status=1
-  # Side by side: ViT-Tiny float with a switch VAR on (1) and off (0), alternating, twice each; block size BLOCK.
+  # Side by side: ViT-Tiny with a switch VAR on (1) and off (0), alternating, twice each; block size BLOCK, float
+  # unless PRECISION is given.
   ab() {
-    local var=$1 block=$2 title=$3
+    local var=$1 block=$2 title=$3 precision=${4:-fp32}
     stamp "$title" | tee -a "$out/gpu_compare.log"
     for g in 1 0 1 0; do
       line=$(env "$var=$g" timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda \
-        --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" 2>&1 | grep -E "step_ms|img_per_s")
+        --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" --precision "$precision" 2>&1 |
+        grep -E "step_ms|img_per_s")
       echo "$var=$g" $line
     done | tee -a "$out/gpu_compare.log"
   }
   ab LIERE_CUDA_ROTATE_GEMMS 64 "LieRE-64 rotations: GEMMs (1) against element kernels (0)"
   ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention keys: padded to a multiple of 4 (1) against T (0)"
   ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
+  ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
 fi
 
 if part profile; then

@@ -1111,6 +1111,42 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 stay close to fp32"
   case_label().clear();
 }
 
+TEST_CASE("cuda: attention's bf16 operands rounded once (set_attention_packs) give the per-product roundings",
+          "[cuda][bf16][parity]") {
+  // A bf16 ViT step with attention's operands packed once (q̂, k̂, V, P in the forward, kept for the backward; dO and
+  // dS once) against the same step with gemm_act rounding both operands of each product head by head: the same
+  // roundings of the same values into the same products, so only cuBLAS's order of the fp32 sums may differ
+  // (kStepTol, as the device against the CPU in fp32); a pack read at a wrong head, sample or row length would be
+  // O(1) off. And the packed step does fewer conversions (bf16_conversions), so the packs did run.
+  std::string why;
+  if (!cuda::bf16_gemm_support(&why)) {
+    WARN("skipped: " << why);
+    return;
+  }
+  const bool was = cuda::attention_packs_on();
+  for (const auto& [pe, block, head_dim] : {std::tuple{"liere", 8, 16}, std::tuple{"liere", 3, 12},
+                                            std::tuple{"absolute", 0, 8}, std::tuple{"rope-mixed", 0, 8}}) {
+    INFO("pe " << pe << " block " << block << " head_dim " << head_dim);
+    case_label() = std::string(pe) + " block " + std::to_string(block) + " head_dim " + std::to_string(head_dim);
+    const nn::VitConfig cfg = vit_config(pe, block, head_dim);
+    VitStep run[2];
+    std::int64_t conversions[2];
+    for (int r = 0; r < 2; ++r) {  // 0: per product, 1: packed once
+      Bf16Products bf16;
+      cuda::set_attention_packs(r == 1);
+      const std::int64_t before = cuda::bf16_conversions();
+      run[r] = vit_step(cfg, Device::cuda);
+      conversions[r] = cuda::bf16_conversions() - before;
+    }
+    std::cout << "  " << case_label() << ": " << conversions[0] << " bf16 conversions per product, " << conversions[1]
+              << " with attention's packs\n";
+    CHECK(conversions[1] < conversions[0]);
+    check_vit_step(run[1], run[0], kStepTol);
+  }
+  cuda::set_attention_packs(was);
+  case_label().clear();
+}
+
 TEST_CASE("cuda: the debugging switches LIERE_CUDA_SYNC and LIERE_POOL_POISON follow the environment",
           "[cuda][parity]") {
   const char* e = std::getenv("LIERE_CUDA_SYNC");

@@ -150,6 +150,16 @@ EpilogueCounts gemm_epilogue_counts();
 // one matrix); dst's padding is not written. gemm_act's conversion, shown for the tests.
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count = 1,
                    Index stride = 0, Index dst_ld = 0);
+// gemm_act's product on operands already rounded (round_to_bf16) for an operand that feeds several products and
+// is rounded once (attention's packs under set_attention_packs): gemm's arguments with bf16 A and B, their leading
+// dimensions and batch strides in bf16 elements; cublasGemmEx / cublasGemmStridedBatchedEx, fp32 accumulation and C.
+void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
+               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
+// The row length gemm_act gives its bf16 packs: cols rounded up to 8 values (16 bytes).
+Index bf16_pack_ld(Index cols);
+// How many conversions (round_to_bf16 calls with something to round) since the start: what a bf16 step costs in
+// conversions, for the tests and profiles.
+std::int64_t bf16_conversions();
 
 // ---- what attention and the rotation tables show besides their ops ---------------------------------------------
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error
@@ -165,6 +175,13 @@ std::size_t attention_state_bytes(const AttentionState& state);
 // kernels (off; also LIERE_CUDA_ROTATE_GEMMS=0 in the environment): test_cuda compares the two, a profile can too.
 void set_rotate_gemms(bool on);
 bool rotate_gemms_on();
+// In a bf16 run, attention's operands rounded once each (off by default: written 2026-11-26 without a GPU, not yet
+// run on one; on with set_attention_packs(true) or LIERE_CUDA_ATTENTION_PACKS=1 in the environment): q̂, k̂, V and P
+// packed whole in the forward and kept for the backward, dO and dS packed once there, every head's product reading
+// its view of the pack (gemm_bf16). Off: gemm_act rounds both operands of each product, head by head (24
+// conversions a ViT-Tiny layer against 6). test_cuda compares the two.
+void set_attention_packs(bool on);
+bool attention_packs_on();
 // Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:
 // synchronises).
 bool rotation_table_nonfinite(bool clear = true);

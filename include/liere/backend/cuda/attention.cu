@@ -57,6 +57,12 @@ const bool g_pad_scores = [] {
   const char* v = std::getenv("LIERE_CUDA_PAD_SCORES");
   return !(v && std::strcmp(v, "0") == 0);
 }();
+// bf16 runs: attention's operands rounded once each (api.hpp, set_attention_packs).
+std::atomic<bool> g_attention_packs{[] {
+  const char* v = std::getenv("LIERE_CUDA_ATTENTION_PACKS");
+  return v && std::strcmp(v, "1") == 0;
+}()};
+
 int scores_ld(int T) {
   if (!g_pad_scores) return T;
   const int m = gemm_precision() == Precision::bf16 ? 8 : 4;
@@ -66,13 +72,26 @@ int scores_ld(int T) {
 struct State {
   DeviceBlock qh, kh, vh, p;  // q̂ (B, H, T, D); k̂, v (B, H, TP, D) with TP = scores_ld(T); P (B, H, T, TP)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
+  // Under set_attention_packs in a bf16 run: q̂, k̂, v, P rounded to bf16 by the forward, rows bf16_pack_ld(D) and
+  // bf16_pack_ld(TP) apart (pd, pp), for the backward.
+  DeviceBlock qh16, kh16, vh16, p16;
+  Index pd = 0, pp = 0;
   AttentionShape s;
   int tp = 0;  // the padded keys of that forward (scores_ld)
   bool transformed = false;
   void release_inputs() {  // everything but the map
     qh.reset(), kh.reset(), vh.reset(), xq.reset(), xk.reset();
+    qh16.reset(), kh16.reset(), vh16.reset(), p16.reset();
   }
 };
+
+// `rows` rows of `cols` values (ld apart) rounded to bf16 into a block, rows bf16_pack_ld(cols) apart.
+DeviceBlock pack_rows(const float* src, Index rows, Index cols, Index ld) {
+  DeviceBlock b(std::size_t(rows * bf16_pack_ld(cols)) * sizeof(kernels::bf16));
+  round_to_bf16(src, rows, cols, ld, b.get<kernels::bf16>(), 1, 0, bf16_pack_ld(cols));
+  return b;
+}
+const kernels::bf16* bf(const DeviceBlock& b) { return b.get<kernels::bf16>(); }
 
 DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
 
@@ -337,7 +356,16 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   }
   const float scale = 1.f / std::sqrt(float(D));
   const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
-  gemm_act(false, true, TI, TPI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TPD, TT});
+  // bf16 packs rounded once (set_attention_packs): q̂ and k̂ here, P and V after the softmax; kept for the backward.
+  const bool packs = g_attention_packs && gemm_precision() == Precision::bf16;
+  const Index pd = bf16_pack_ld(D), pp = bf16_pack_ld(TP);
+  DeviceBlock qh16, kh16, vh16, p16;
+  if (packs) {
+    qh16 = pack_rows(qh, Index(B) * H * T, D, D), kh16 = pack_rows(kh, Index(B) * H * TP, D, D);
+    gemm_bf16(false, true, TI, TPI, DI, scale, bf(qh16), pd, bf(kh16), pd, 0.f, p, TP, {BH, T * pd, TP * pd, TT});
+  } else {
+    gemm_act(false, true, TI, TPI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TPD, TT});
+  }
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
@@ -347,15 +375,24 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   // O_h = P_h V_h into out (B, T, H·D): head h's rows HD apart at h·D, the samples T·HD apart.
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
-  for (int h = 0; h < H; ++h)
-    gemm_act(false, false, TI, DI, TPI, 1.f, p + h * TT, TP, vh + h * TPD, DI, 0.f, out + h * D, HD,
-             {BI, HTP, HTPD, THD});
+  if (packs) {  // head h of sample b: P at (b·H + h)·T rows of the pack, V at (b·H + h)·TP
+    p16 = pack_rows(p, Index(B) * H * T, TP, TP), vh16 = pack_rows(vh, Index(B) * H * TP, D, D);
+    for (int h = 0; h < H; ++h)
+      gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(p16) + h * T * pp, pp, bf(vh16) + h * TP * pd, pd, 0.f,
+                out + h * D, HD, {BI, H * T * pp, H * TP * pd, THD});
+  } else {
+    for (int h = 0; h < H; ++h)
+      gemm_act(false, false, TI, DI, TPI, 1.f, p + h * TT, TP, vh + h * TPD, DI, 0.f, out + h * D, HD,
+               {BI, HTP, HTPD, THD});
+  }
   st.s = a.s;
   st.tp = TP;
   st.transformed = transformed;
   if (a.backward) {
     st.qh = std::move(qhb), st.kh = std::move(khb), st.vh = std::move(vhb);
     st.xq = std::move(xqb), st.xk = std::move(xkb);
+    st.qh16 = std::move(qh16), st.kh16 = std::move(kh16), st.vh16 = std::move(vh16), st.p16 = std::move(p16);
+    st.pd = pd, st.pp = pp;
   }
   if (a.backward || a.keep_probs) st.p = std::move(pb);
 }  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
@@ -382,15 +419,32 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   // dO_h read where it lies in dout (B, T, H·D): rows HD apart at h·D, the samples T·HD apart; head by head.
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
-  for (int h = 0; h < H; ++h) {
-    const float* dO = dout + h * D;
-    if (dv)
-      gemm_act(true, false, TPI, DI, TI, 1.f, P + h * TT, TP, dO, HD, 0.f, dvh + h * TPD, DI, {BI, HTP, THD, HTPD});
-    gemm_act(false, true, TI, TPI, DI, 1.f, dO, HD, vh + h * TPD, DI, 0.f, dp + h * TT, TP, {BI, THD, HTPD, HTP});
+  if (st.p16) {  // the forward's packs (set_attention_packs), dO and dS rounded once each
+    const Index pd = st.pd, pp = st.pp, po = bf16_pack_ld(HD);
+    const DeviceBlock dO16 = pack_rows(dout, Index(B) * T, HD, HD);
+    for (int h = 0; h < H; ++h) {  // head h of sample b: dO at b·T rows of its pack, h·D columns in
+      const kernels::bf16* dO = bf(dO16) + h * D;
+      if (dv)
+        gemm_bf16(true, false, TPI, DI, TI, 1.f, bf(st.p16) + h * T * pp, pp, dO, po, 0.f, dvh + h * TPD, DI,
+                  {BI, H * T * pp, T * po, HTPD});
+      gemm_bf16(false, true, TI, TPI, DI, 1.f, dO, po, bf(st.vh16) + h * TP * pd, pd, 0.f, dp + h * TT, TP,
+                {BI, T * po, H * TP * pd, HTP});
+    }
+    LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
+    const DeviceBlock dS16 = pack_rows(dp, Index(B) * H * T, TP, TP);
+    gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(dS16), pp, bf(st.kh16), pd, 0.f, dqh, DI, {BH, T * pp, TP * pd, TD});
+    gemm_bf16(true, false, TPI, DI, TI, 1.f, bf(dS16), pp, bf(st.qh16), pd, 0.f, dkh, DI, {BH, T * pp, T * pd, TPD});
+  } else {
+    for (int h = 0; h < H; ++h) {
+      const float* dO = dout + h * D;
+      if (dv)
+        gemm_act(true, false, TPI, DI, TI, 1.f, P + h * TT, TP, dO, HD, 0.f, dvh + h * TPD, DI, {BI, HTP, THD, HTPD});
+      gemm_act(false, true, TI, TPI, DI, 1.f, dO, HD, vh + h * TPD, DI, 0.f, dp + h * TT, TP, {BI, THD, HTPD, HTP});
+    }
+    LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
+    gemm_act(false, false, TI, DI, TPI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TPD, TD});
+    gemm_act(true, false, TPI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TPD});
   }
-  LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
-  gemm_act(false, false, TI, DI, TPI, 1.f, dp, TP, kh, DI, 0.f, dqh, DI, {BH, TT, TPD, TD});
-  gemm_act(true, false, TPI, DI, TI, 1.f, dp, TP, qh, DI, 0.f, dkh, DI, {BH, TT, TD, TPD});
 
   const Rot r = rot_of(a);
   const bool transformed = any_transform(a);
@@ -465,6 +519,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
 
 int attention_scores_ld(int tokens) { return scores_ld(tokens); }
 void set_rotate_gemms(bool on) { g_rotate_gemms = on; }
+void set_attention_packs(bool on) { g_attention_packs = on; }
+bool attention_packs_on() { return g_attention_packs; }
 bool rotate_gemms_on() { return g_rotate_gemms; }
 
 std::vector<float> attention_probs(const AttentionState& state) {
@@ -487,7 +543,8 @@ std::size_t attention_state_bytes(const AttentionState& state) {
   if (!state) return 0;
   const State& st = *static_cast<const State*>(state.get());
   std::size_t n = 0;
-  for (const DeviceBlock* b : {&st.qh, &st.kh, &st.vh, &st.p, &st.xq, &st.xk}) n += b->capacity();
+  for (const DeviceBlock* b : {&st.qh, &st.kh, &st.vh, &st.p, &st.xq, &st.xk, &st.qh16, &st.kh16, &st.vh16, &st.p16})
+    n += b->capacity();
   return n;
 }
 

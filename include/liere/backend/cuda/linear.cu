@@ -92,10 +92,15 @@ __global__ void k_round_bf16(const float* __restrict__ src, kernels::bf16* __res
     for (; c < cols; c += kWarp) d[c] = kernels::to_bf16(s[c]);
   }
 }
-// The row length of a bf16 pack: the columns rounded up to 8 values (16 bytes).
-Index pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 }  // namespace
+
+Index bf16_pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
+
+namespace {
+std::atomic<std::int64_t> g_conversions{0};
+}  // namespace
+std::int64_t bf16_conversions() { return g_conversions.load(); }
 
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride,
                    Index dst_ld) {
@@ -106,6 +111,7 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
                                        << " (at least the columns)");
   const bool quads = cols >= 4 && ld % 4 == 0 && stride % 4 == 0 && aligned(src, 16) && dst_ld % 4 == 0 &&
                      aligned(dst, 8);
+  if (cols > 0 && rows > 0 && count > 0) ++g_conversions;
   if (cols > 0)
     LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows,
                       quads);
@@ -113,16 +119,16 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
 
 namespace {
 // One operand of a bf16 product, rounded into a pool block: `count` stored (rows, cols) matrices (one when the
-// batch shares it: stride 0), rows ld = pack_ld(cols) apart (16-byte aligned rows: T = 65 scores or 100 classes would
-// otherwise leave cuBLAS its unaligned kernels), matrices rows·ld apart.
+// batch shares it: stride 0), rows ld = bf16_pack_ld(cols) apart (16-byte aligned rows: T = 65 scores or 100 classes
+// would otherwise leave cuBLAS its unaligned kernels), matrices rows·ld apart.
 struct Bf16Pack {
   DeviceBlock block;
   Index ld = 0, stride = 0;
-  const void* get() const { return block.get(); }
+  const kernels::bf16* get() const { return block.get<kernels::bf16>(); }
 };
 Bf16Pack pack_bf16(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
   Bf16Pack p;
-  p.ld = pack_ld(cols);
+  p.ld = bf16_pack_ld(cols);
   const Index n = stride == 0 ? 1 : count;
   p.stride = stride == 0 ? 0 : rows * p.ld;
   p.block = DeviceBlock(std::size_t(n * rows * p.ld) * sizeof(kernels::bf16));
@@ -130,28 +136,38 @@ Bf16Pack pack_bf16(const float* src, Index rows, Index cols, Index ld, Index cou
   return p;
 }
 
-// C = alpha·op(A)·op(B) + beta·C on packed operands (A stored (M, K), or (K, M) when ta; B (K, N), or (N, K)):
-// cublasGemmEx / cublasGemmStridedBatchedEx, bf16 inputs, fp32 accumulation and C. Column-major Cᵀ = op(B)ᵀ op(A)ᵀ,
-// as gemm (the top of this file).
-void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const Bf16Pack& A, const Bf16Pack& B,
-               float beta, float* C, Index ldc, GemmBatch batch = {}) {
-  const char* op = "cuda::gemm_act (bf16)";
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
+               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+  if (M <= 0 || N <= 0) return;
+  const char* op = "cuda::gemm_bf16";
+  LIERE_ENSURE(K > 0 && lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
+               op << ": K=" << K << " or leading dimensions (" << lda << ", " << ldb << ", " << ldc
+                  << ") too small for M=" << M << " N=" << N);
   const int m = blas_int(M, op, "M (rows of the result)"), n = blas_int(N, op, "N (columns of the result)"),
             k = blas_int(K, op, "K (the summed dimension)");
-  const int lc = blas_int(ldc, op, "ldc");
-  const int la = blas_int(A.ld, op, "lda of the bf16 pack"), lb = blas_int(B.ld, op, "ldb of the bf16 pack");
+  const int la = blas_int(lda, op, "lda"), lb = blas_int(ldb, op, "ldb"), lc = blas_int(ldc, op, "ldc");
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
   if (batch.count == 0) {
-    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, B.get(), CUDA_R_16BF, lb, A.get(),
-                                    CUDA_R_16BF, la, &beta, C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_16BF, lb, A, CUDA_R_16BF, la, &beta,
+                                    C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     const int batches = blas_int(batch.count, op, "the batch count");
-    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, B.get(), CUDA_R_16BF, lb,
-                                                  (long long)B.stride, A.get(), CUDA_R_16BF, la, (long long)A.stride,
-                                                  &beta, C, CUDA_R_32F, lc, (long long)batch.c, batches,
-                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_16BF, lb,
+                                                  (long long)batch.b, A, CUDA_R_16BF, la, (long long)batch.a, &beta, C,
+                                                  CUDA_R_32F, lc, (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
+                                                  CUBLAS_GEMM_DEFAULT));
   }
+}
+
+namespace {
+// gemm_bf16 on two packs (a batch's strides the packs').
+void gemm_packs(bool ta, bool tb, Index M, Index N, Index K, float alpha, const Bf16Pack& A, const Bf16Pack& B,
+                float beta, float* C, Index ldc, GemmBatch batch = {}) {
+  gemm_bf16(ta, tb, M, N, K, alpha, A.get(), A.ld, B.get(), B.ld, beta, C, ldc,
+            {batch.count, A.stride, B.stride, batch.c});
 }  // the packs go back to the pool when their owners leave; the GEMM queued on them runs first (one stream)
 }  // namespace
 
@@ -168,7 +184,7 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
   const Index count = batch.count == 0 ? 1 : batch.count;
   const Bf16Pack a = pack_bf16(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
                  b = pack_bf16(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
-  gemm_bf16(ta, tb, M, N, K, alpha, a, b, beta, C, ldc, batch);
+  gemm_packs(ta, tb, M, N, K, alpha, a, b, beta, C, ldc, batch);
 }
 
 namespace {
@@ -309,7 +325,7 @@ bool fused_linear_forward(const float* x, const float* w, const float* b, float*
                 const_cast<float*>(b), true))
     return true;
   LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
-  gemm_bf16(false, true, N, OC, C, 1.f, x16, w16, 1.f, y, OC);
+  gemm_packs(false, true, N, OC, C, 1.f, x16, w16, 1.f, y, OC);
   return true;
 }
 
@@ -365,8 +381,8 @@ void Ops::linear_backward(const float* x, const float* w, const float* dy, float
   if (gemm_precision() == Precision::bf16 && dx && dw && N > 0 && C > 0 && OC > 0) {
     // dy is op(A) of both products, stored (N, OC) in both: rounded to bf16 once.
     const Bf16Pack dy16 = pack_bf16(dy, N, OC, OC);
-    gemm_bf16(false, false, N, C, OC, 1.f, dy16, pack_bf16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
-    gemm_bf16(true, false, OC, C, N, 1.f, dy16, pack_bf16(x, N, C, C), 1.f, dw, C);
+    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_bf16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
+    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_bf16(x, N, C, C), 1.f, dw, C);
     if (db) colsum_accumulate(dy, N, OC, OC, db);
     return;
   }
