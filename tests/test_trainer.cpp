@@ -4,6 +4,7 @@
 // trainer the same model flags.
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -497,4 +498,67 @@ TEST_CASE("trainer: --precision is parsed and checked against the device", "[tra
   CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("needs --device cuda"));
   o.precision = "bf16";
   CHECK_THROWS_WITH(o.resolved_precision(), Catch::Contains("contradict each other"));
+}
+
+TEST_CASE("trainer: --loss-scale with a power of two trains the same weights; overflowing steps are skipped",
+          "[trainer][loss_scale]") {
+  // The backward of S·loss then the gradients × 1/S: with S a power of two every gradient is S times the unscaled
+  // one exactly (the backward is linear in its seed; float's rounding commutes with powers of two away from
+  // overflow and subnormals), so the weights equal an unscaled run's bit for bit.
+  for (const char* pe : {"liere", "absolute"}) {
+    INFO("pe " << pe);
+    std::cerr.setstate(std::ios::failbit);
+    app::Trainer plain(tiny(pe), options(2), "synthetic");
+    plain.fit(data(), eval_set());
+    app::TrainOptions o = options(2);
+    o.loss_scale = 1024;
+    app::Trainer scaled(tiny(pe), o, "synthetic");
+    scaled.fit(data(), eval_set());
+    std::cerr.clear();
+    const auto wp = weights(plain), ws = weights(scaled);
+    REQUIRE(wp.size() == ws.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < wp.size(); ++i) differing += wp[i] != ws[i];
+    CHECK(differing == 0);
+  }
+  // A scale past float's range: the backward's seed is ∞, so the first three steps (2^130, 2^129, 2^128) overflow
+  // for certain and are skipped, each halving the scale, and the run goes on from a finite scale. The metrics rows
+  // carry the scale and the skipped steps; a skipped step leaves the weights alone (the first epoch's three steps
+  // are all skipped: the weights after it are the initial ones).
+  const std::string path = temp_path("loss_scale.jsonl");
+  std::remove(path.c_str());
+  app::TrainOptions o = options(4);
+  o.metrics = path;
+  o.loss_scale = std::ldexp(1.0, 130);
+  std::cerr.setstate(std::ios::failbit);
+  app::Trainer fresh(tiny("liere"), options(4), "synthetic");  // never trained: the initial weights
+  app::Trainer t(tiny("liere"), o, "synthetic");
+  t.fit(data(), eval_set());
+  std::cerr.clear();
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 4);
+  CHECK_THAT(lines[0], Catch::Contains("\"skipped_steps\":3,") && Catch::Contains("\"loss_scale\":"));
+  // The last row: at least the three certain skips, fewer than all twelve steps (from 2^127 down, a few more
+  // halvings give finite gradients on this model), and a scale of at most 2^127.
+  const auto field = [&](const std::string& row, const std::string& key) {
+    const std::size_t at = row.find("\"" + key + "\":");
+    REQUIRE(at != std::string::npos);
+    return std::stod(row.substr(at + key.size() + 3));
+  };
+  const double skipped = field(lines[3], "skipped_steps"), scale = field(lines[3], "loss_scale");
+  CHECK(skipped >= 3);
+  CHECK(skipped < 12);
+  CHECK(scale <= std::ldexp(1.0, 127));
+  const auto w0 = weights(fresh), w1 = weights(t);
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < w0.size(); ++i) changed += w0[i] != w1[i];
+  CHECK(changed > 0);
+  std::remove(path.c_str());
+  // Not a power of two: refused (unscaling would round).
+  app::TrainOptions bad = options(1);
+  bad.loss_scale = 1000;
+  CHECK_THROWS_AS(bad.validate(), app::UsageError);
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--loss-scale 1000: expected 0 (off) or a power of two"));
 }

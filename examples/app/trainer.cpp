@@ -19,6 +19,7 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -93,6 +94,11 @@ void TrainOptions::add_flags(Flags& f) {
         "bf16 operands, fp32 accumulation, weights and statistics; docs/precision.md); fp16 is not implemented yet "
         "(exit code 2)");
   f.add_switch("tf32", &tf32, "the same as --precision tf32");
+  f.add("loss-scale", &loss_scale,
+        "dynamic loss scaling from S, a power of two (0: off): backward on S·loss, the gradients unscaled, a step "
+        "whose gradients overflow skipped and S halved, S doubled after 2000 finite steps (fp16's mechanism, "
+        "optim/loss_scale.hpp; with fp32, tf32 or bf16 it changes nothing but the skipped steps); the scale and the "
+        "skipped steps go to --metrics");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
   f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
@@ -164,6 +170,13 @@ void TrainOptions::validate() const {
   LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && (epochs == 0 || warmup < epochs + 1) && clip >= 0,
                "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
   LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+  if (loss_scale != 0) {  // a power of two: unscaling is then exact
+    int e = 0;
+    if (!(loss_scale > 0 && std::frexp(loss_scale, &e) == 0.5))
+      throw UsageError((std::ostringstream() << "--loss-scale " << loss_scale
+                                             << ": expected 0 (off) or a power of two (e.g. 65536)")
+                           .str());
+  }
   LIERE_ENSURE(comm_timeout > 0 && bucket_mib > 0, "--comm-timeout and --bucket-mib must be > 0");
   if (const int n = Comm::world().size(); batch % n != 0)
     throw UsageError("--batch " + std::to_string(batch) + " does not divide among the " + std::to_string(n) +
@@ -227,6 +240,13 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     return optim::default_no_decay(n, s, {"pe."});
   });
   adam_ = std::make_unique<optim::Adam>(groups, ac);
+  if (opt_.loss_scale > 0) {
+    optim::LossScaleConfig lc;
+    lc.init = opt_.loss_scale;
+    lc.max_scale = std::max(lc.max_scale, lc.init);
+    lc.floor = std::min(lc.floor, lc.init);
+    loss_scale_ = std::make_unique<optim::DynamicLossScale>(lc);
+  }
   if (comm_.distributed()) {
     // Every rank built the same weights from the seed; rank 0's are sent anyway, so that the ranks start equal
     // whatever their machines.
@@ -274,8 +294,12 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   try {
     // The global loss is the mean of the ranks' means: each rank's backward is seeded with 1/N, and the all-reduce
     // sums the gradients.
-    if (N == 1) tape.backward(loss);
-    else tape.backward(loss, Tensor::full(loss.shape(), 1.0f / float(N), loss.device()));
+    // With loss scaling the seed is scale/N (±∞ past float's range: that step overflows and is skipped).
+    const double seed = (loss_scale_ ? loss_scale_->scale() : 1.0) / N;
+    const float seed_f =
+        seed > double(std::numeric_limits<float>::max()) ? std::numeric_limits<float>::infinity() : float(seed);
+    if (seed_f == 1.0f) tape.backward(loss);
+    else tape.backward(loss, Tensor::full(loss.shape(), seed_f, loss.device()));
   } catch (const Error& e) {
     step_failed(e);
   }
@@ -299,6 +323,19 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     check_finite();
   }
   st.loss = l;
+  if (loss_scale_) {  // every rank holds the same summed gradients: the same decision everywhere
+    const double scale = loss_scale_->scale();
+    const bool finite = optim::unscale_grads(params_.all(), scale);
+    try {
+      st.skipped = !loss_scale_->update(!finite, step + 1);
+    } catch (const Error& e) {
+      throw AllRanksError("epoch " + std::to_string(epoch + 1) + ": " + e.what());
+    }
+    if (st.skipped) {
+      params_.zero_grad();
+      return st;
+    }
+  }
   try {
     if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
     adam_->set_lr(lr);
@@ -544,6 +581,8 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
                        {"lr", sched.at_step(std::int64_t(epoch + 1) * spe - 1)},
                        {"train_img_per_s", seen / secs},
                        {"seconds", secs}};
+    if (loss_scale_)
+      for (const auto& [k, v] : loss_scale_->metrics()) row.emplace_back(k, v);
     if (eval_every_epoch || final_epoch) {
       last = evaluate(test);
       evaluated_last = final_epoch;

@@ -77,6 +77,7 @@ struct TrainOptions {
   std::string device = "auto";  // cpu, cuda, or auto: cuda when the build has it and a device is present
   bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores (the same as --precision tf32)
   std::string precision = "fp32";  // fp32, tf32, bf16, fp16 (backend/precision.hpp: what each device can train in)
+  double loss_scale = 0;           // dynamic loss scaling from this power of two (optim/loss_scale.hpp); 0: off
   // data parallel (mpirun)
   double comm_timeout = 30;     // seconds a collective waits for the other ranks before the job is ended
   double bucket_mib = 4;        // gradient all-reduce bucket size
@@ -197,6 +198,7 @@ class Trainer {
     double loss = 0;
     std::int64_t correct = 0;
     double comm_s = 0;
+    bool skipped = false;  // loss scaling: the gradients overflowed, no update
   };
   StepStats train_step(const Tensor& x, const std::vector<int>& y, int first, std::uint64_t seed, double lr, int epoch,
                        std::int64_t step);
@@ -208,6 +210,7 @@ class Trainer {
   nn::Params params_;
   nn::Vit model_;
   std::unique_ptr<optim::Adam> adam_;
+  std::unique_ptr<optim::DynamicLossScale> loss_scale_;  // --loss-scale
   Comm& comm_;
   std::unique_ptr<GradReducer> reducer_;  // data parallel only
   double train_seconds_ = 0;

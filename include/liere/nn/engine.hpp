@@ -17,6 +17,7 @@
 #include <liere/nn/vit.hpp>
 #include <liere/optim/adam.hpp>
 #include <liere/optim/clip.hpp>
+#include <liere/optim/loss_scale.hpp>
 #include <liere/optim/schedule.hpp>
 #include <liere/tensor/pool.hpp>
 #include <liere/tensor/random.hpp>
