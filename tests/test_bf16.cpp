@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <liere/backend/kernels/bf16.hpp>
+#include <liere/backend/kernels/fp16.hpp>
 #include <liere/backend/cpu/gemm_bf16.hpp>
 #include <liere/backend/precision.hpp>
 #ifdef LIERE_WITH_CUDA
@@ -307,6 +308,70 @@ TEST_CASE("bf16: the pack of a strided batch (cuda::gemm_act's operands) takes e
     CHECK(g == c.count * c.rows);
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("fp16: every half round-trips; ties to even between every pair of neighbours; overflow, NaN, zeros",
+          "[fp16]") {
+  // to_float against the value each bit pattern names, written out (sign, 2^(e−15)·(1 + m/1024), or m·2^-24); then
+  // to_fp16 on every finite half's value gives the half back, and between every two neighbouring halves a and b
+  // (of either sign) the midpoint goes to the one with the even pattern, the floats just inside it to the nearer one:
+  // with monotonicity that fixes to_fp16 on every float in range. Past it: 65504 + 16 = 65520, the midpoint towards
+  // 2^16, and everything above become ∞; NaN stays NaN with its sign; ±2^-25 (half the smallest subnormal) goes to
+  // ±0 and the next float up to the smallest subnormal.
+  using liere::kernels::fp16;
+  using liere::kernels::to_fp16;
+  std::size_t wrong_value = 0, wrong_trip = 0, wrong_tie = 0, wrong_near = 0;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const int e = int((h >> 10) & 0x1f), m = int(h & 0x3ff);
+    const double mag = e == 0 ? std::ldexp(double(m), -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
+    const double want = (h & 0x8000u) ? -mag : mag;
+    const float got = liere::kernels::to_float(fp16{std::uint16_t(h)});
+    if (e == 31) {  // ∞ and NaN
+      wrong_value += m == 0 ? got != ((h & 0x8000u) ? -INFINITY : INFINITY) : !std::isnan(got);
+      continue;
+    }
+    wrong_value += double(got) != want || std::signbit(got) != bool(h & 0x8000u);
+    wrong_trip += to_fp16(got).bits != h;
+    // The neighbour above in magnitude (h + 1, same sign), while it is finite: ties and the floats beside them.
+    if (((h + 1) & 0x7fffu) >= 0x7c00u) continue;
+    const float next = liere::kernels::to_float(fp16{std::uint16_t(h + 1)});
+    const float mid = float((double(got) + double(next)) / 2);  // exact: 12 significant bits at most
+    const std::uint16_t even = (h & 1u) ? std::uint16_t(h + 1) : std::uint16_t(h);
+    wrong_tie += to_fp16(mid).bits != even;
+    wrong_near += to_fp16(std::nextafter(mid, got)).bits != h;
+    wrong_near += to_fp16(std::nextafter(mid, next)).bits != std::uint16_t(h + 1);
+  }
+  CHECK(wrong_value == 0);
+  CHECK(wrong_trip == 0);
+  CHECK(wrong_tie == 0);
+  CHECK(wrong_near == 0);
+  CHECK(to_fp16(65504.0f).bits == 0x7bffu);
+  CHECK(to_fp16(std::nextafter(65520.0f, 0.0f)).bits == 0x7bffu);
+  CHECK(to_fp16(65520.0f).bits == 0x7c00u);
+  CHECK(to_fp16(-65520.0f).bits == 0xfc00u);
+  CHECK(to_fp16(1e30f).bits == 0x7c00u);
+  CHECK(to_fp16(std::numeric_limits<float>::infinity()).bits == 0x7c00u);
+  CHECK(to_fp16(-std::numeric_limits<float>::infinity()).bits == 0xfc00u);
+  CHECK(std::isnan(liere::kernels::round_fp16(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(liere::kernels::round_fp16(from_bits(0x7f800001u))));  // a signalling NaN's payload below bit 13
+  CHECK(to_fp16(from_bits(0xff800001u)).bits == 0xfe00u);                  // quiet, sign kept
+  CHECK(to_fp16(std::ldexp(1.0f, -25)).bits == 0x0000u);
+  CHECK(to_fp16(-std::ldexp(1.0f, -25)).bits == 0x8000u);
+  CHECK(to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)).bits == 0x0001u);
+  CHECK(to_fp16(std::ldexp(1.0f, -30)).bits == 0x0000u);
+  CHECK(to_fp16(-0.0f).bits == 0x8000u);
+  // Four at a time: the four roundings in memory order.
+  std::mt19937_64 g(13);
+  std::size_t wrong4 = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const float v[4] = {from_bits(std::uint32_t(g())), float(std::normal_distribution<double>(0, 100)(g)),
+                        from_bits(std::uint32_t(g()) & 0x47ffffffu), from_bits(std::uint32_t(g()) & 0x3fffffffu)};
+    const std::uint64_t w = liere::kernels::to_fp16x4(v[0], v[1], v[2], v[3]);
+    std::uint16_t got[4];
+    std::memcpy(got, &w, sizeof w);
+    for (int k = 0; k < 4; ++k) wrong4 += got[k] != to_fp16(v[k]).bits;
+  }
+  CHECK(wrong4 == 0);
 }
 
 TEST_CASE("bf16: four values at once (cuda::gemm_act's vector stores) are the four roundings in memory order",
