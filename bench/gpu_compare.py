@@ -29,8 +29,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PE_FLAGS = {"abs": ["--pe", "absolute"], "rope-mixed": ["--pe", "rope-mixed"],
             "liere8": ["--pe", "liere", "--block", "8"], "liere64": ["--pe", "liere", "--block", "64"]}
-PRECISIONS = ("fp32", "tf32", "bf16")
-PRECISION_LABEL = {"fp32": "float", "tf32": "TF32", "bf16": "bf16"}
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # fp16: liere's --precision fp16, PyTorch's autocast + GradScaler
+DEFAULT_PRECISIONS = ("fp32", "tf32", "bf16")
+PRECISION_LABEL = {"fp32": "float", "tf32": "TF32", "bf16": "bf16", "fp16": "fp16"}
 LABEL = {"tiny": "ViT-Tiny", "base": "ViT-B", "abs": "abs", "rope-mixed": "rope-mixed", "liere8": "liere-8",
          "liere64": "liere-64"}
 
@@ -122,8 +123,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--python", default="python3", help="the interpreter with a CUDA PyTorch [python3]")
-    p.add_argument("--precisions", default=os.environ.get("LIERE_GPU_PRECISIONS") or ",".join(PRECISIONS),
-                   help="the precisions to run, each a column per implementation: fp32, tf32, bf16 "
+    p.add_argument("--precisions", default=os.environ.get("LIERE_GPU_PRECISIONS") or ",".join(DEFAULT_PRECISIONS),
+                   help="the precisions to run, each a column per implementation: fp32, tf32, bf16, fp16 "
+                        "(PyTorch: autocast float16 with GradScaler; liere: --precision fp16, dynamic loss scaling) "
                         "[$LIERE_GPU_PRECISIONS or fp32,tf32,bf16]")
     p.add_argument("--device", default="cuda",
                    help="both sides' --device (cpu: a smoke test of this script; tf32 needs cuda) [cuda]")

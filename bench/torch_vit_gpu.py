@@ -6,7 +6,8 @@ torch.cuda.synchronize() around the timed loop.
 
 --precision (liere's flag of the same name): fp32 (PyTorch's default: TF32 off), tf32 (TF32 matrix products and
 convolutions allowed; --tf32 is the same), bf16 (the forward and the loss under
-torch.autocast('cuda', dtype=torch.bfloat16), fp32 weights and Adam: the one line a PyTorch user adds).
+torch.autocast('cuda', dtype=torch.bfloat16), fp32 weights and Adam: the one line a PyTorch user adds), fp16
+(autocast float16 with torch.cuda.amp.GradScaler, PyTorch's fp16 recipe; cuda only).
 
   python3 bench/torch_vit_gpu.py --enc abs,rope-mixed,liere8,liere64 --steps 30 [--model base] [--precision bf16]
                                  [--json OUT]
@@ -55,8 +56,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch", type=int, default=B)
-    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
-                   help="fp32, tf32 (TF32 matrix products allowed), bf16 (torch.autocast bfloat16) [fp32]")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"],
+                   help="fp32, tf32 (TF32 matrix products allowed), bf16 (torch.autocast bfloat16), fp16 "
+                        "(torch.autocast float16 with GradScaler; cuda only) [fp32]")
     p.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="cpu: a smoke test of this script (its figures are not the benchmark's) [cuda]")
@@ -69,12 +71,12 @@ def main() -> int:
     if a.device == "cuda" and not torch.cuda.is_available():
         print("torch_vit_gpu: no CUDA device (--device cpu runs a smoke test)", file=sys.stderr)
         return 2
-    if a.device == "cpu" and a.precision == "tf32":
-        p.error("--precision tf32 needs --device cuda")
+    if a.device == "cpu" and a.precision in ("tf32", "fp16"):
+        p.error(f"--precision {a.precision} needs --device cuda")
     tf32 = a.precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    autocast_dtype = torch.bfloat16 if a.precision == "bf16" else None
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
     cuda = a.device == "cuda"
 
     def sync():

@@ -96,10 +96,12 @@ B, CLASSES = 128, 100
 
 
 def make_step(model, x, y, autocast_dtype=None):
-    """One training step. autocast_dtype (torch.bfloat16): the forward and the loss under torch.autocast on x's
-    device, the backward and the optimizer outside it, as PyTorch's mixed-precision recipe (fp32 weights; bf16
-    needs no GradScaler)."""
+    """One training step. autocast_dtype (torch.bfloat16 or torch.float16): the forward and the loss under
+    torch.autocast on x's device, the backward and the optimizer outside it, as PyTorch's mixed-precision recipe
+    (fp32 weights; bf16 needs no GradScaler, float16 gets torch.cuda.amp.GradScaler: dynamic loss scaling, as
+    liere's --precision fp16)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    scaler = torch.cuda.amp.GradScaler() if autocast_dtype == torch.float16 else None
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -108,8 +110,13 @@ def make_step(model, x, y, autocast_dtype=None):
         else:
             with torch.autocast(x.device.type, dtype=autocast_dtype):
                 loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         return loss
 
     return step

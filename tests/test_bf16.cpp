@@ -260,8 +260,21 @@ TEST_CASE("--precision: parsing and what each device supports, with clear messag
   liere::check_precision(Precision::fp32, Device::cpu);
   liere::check_precision(Precision::tf32, Device::cuda);
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::tf32, Device::cpu), Catch::Contains("needs --device cuda"));
-  REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
-                      Catch::Contains("--precision fp16 is not supported on cuda") && Catch::Contains("tf32 or fp32"));
+  // fp16 on cuda: where the build has the backend and the device fp16 tensor cores (≥ 7.0); never on the CPU.
+  std::string cuda_fp16_why = "this build has no CUDA backend";
+#ifdef LIERE_WITH_CUDA
+  const bool cuda_fp16 = liere::cuda::fp16_gemm_support(&cuda_fp16_why);
+#else
+  const bool cuda_fp16 = false;
+#endif
+  CHECK(liere::precision_supported(Precision::fp16, Device::cuda) == cuda_fp16);
+  if (cuda_fp16) {
+    CHECK_NOTHROW(liere::check_precision(Precision::fp16, Device::cuda));
+  } else {
+    REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cuda),
+                        Catch::Contains("--precision fp16 is not supported on cuda") &&
+                            Catch::Contains(cuda_fp16_why) && Catch::Contains("fp32"));
+  }
   REQUIRE_THROWS_WITH(liere::check_precision(Precision::fp16, Device::cpu),
                       Catch::Contains("--precision fp16 is not supported on cpu") && Catch::Contains("use --precision bf16"));
   // bf16 on the CPU: exactly where the bf16 GEMM is usable, and otherwise a message that says what is missing.

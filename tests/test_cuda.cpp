@@ -745,22 +745,101 @@ TEST_CASE("cuda: TF32 matrix products stay within TF32's rounding bound", "[cuda
 // ==== bf16 products on the device (issue 22: cuda::gemm_act, --precision bf16) ==================================
 namespace {
 
-// bf16 products for a scope (cuda::set_gemm_precision), fp32 again after it.
+// bf16 (or fp16) products for a scope (cuda::set_gemm_precision), fp32 again after it.
 struct Bf16Products {
-  Bf16Products() { cuda::set_gemm_precision(Precision::bf16); }
+  explicit Bf16Products(Precision p = Precision::bf16) { cuda::set_gemm_precision(p); }
   ~Bf16Products() { cuda::set_gemm_precision(Precision::fp32); }
   Bf16Products(const Bf16Products&) = delete;
   Bf16Products& operator=(const Bf16Products&) = delete;
 };
 
-std::vector<float> round_all(std::vector<float> v) {
-  for (float& x : v) x = kernels::round_bf16(x);
+std::vector<float> round_all(std::vector<float> v, Precision p = Precision::bf16) {
+  for (float& x : v) x = p == Precision::fp16 ? kernels::round_fp16(x) : kernels::round_bf16(x);
   return v;
 }
 
 // op(X) element (i, j) of a row-major matrix stored with leading dimension ld.
 double at(const std::vector<float>& x, std::size_t offset, bool trans, Index ld, Index i, Index j) {
   return double(x[offset + std::size_t(trans ? j * ld + i : i * ld + j)]);
+}
+
+}  // namespace
+
+namespace {
+// gemm_act in a bf16 or fp16 run against the exact product of the operands rounded to that precision.
+void check_half_products(Precision prec) {
+  // Products of bf16 values are exact in fp32 (8 + 8 significant bits; fp16's 11 + 11), so cuBLAS and the exact
+  // product of the rounded operands differ only in the fp32 sums and the application of alpha and beta. With
+  // u = 2⁻²⁴ and rounded sums that is (γ_K + 2u)(|α| Σ_k |a_ik||b_kj| + |β||C_ij|), the CPU's bound
+  // (tests/test_bf16.cpp). Tensor cores may truncate instead of rounding in their fused additions (Fasi, Higham,
+  // Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021), which doubles the unit: the
+  // bound here is that formula with u' = 2u. The largest error over the bound is printed with the case's record.
+  const double u = std::ldexp(1.0, -24), u2 = 2 * u;
+  std::mt19937_64 g(7);
+  struct Case {
+    Index M, N, K, count;  // count 0: one product; otherwise a strided batch
+    float alpha, beta;
+    bool share_b;  // the batch's B has stride 0 (one matrix for every product)
+  };
+  for (const Case c : {Case{1, 1, 1, 0, 1, 0, false}, Case{5, 7, 9, 0, 1, 0, false}, Case{33, 17, 300, 0, 0.5f, 1, false},
+                       Case{130, 64, 192, 0, 1, 0.25f, false}, Case{16, 200, 65, 0, -2, 1, false},
+                       Case{17, 20, 33, 3, 1, 0, false}, Case{9, 31, 64, 4, 0.125f, 1, true}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " batch " << c.count << (c.share_b ? " (B shared)" : "")
+                  << " alpha " << c.alpha << " beta " << c.beta << " trans_a=" << ta << " trans_b=" << tb);
+        case_label() = std::string(prec == Precision::fp16 ? "fp16 " : "") + (c.count ? "strided batch" : "one product");
+        // Stored shapes with padded leading dimensions; a batch's matrices apart by more than one matrix.
+        const Index lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 1, ldc = c.N + 2;
+        const Index sa = (ta ? c.K : c.M) * lda + 5, sb = c.share_b ? 0 : (tb ? c.N : c.K) * ldb + 2,
+                    sc = c.M * ldc + 7;
+        const Index count = c.count ? c.count : 1;
+        std::vector<float> a = randn(count * sa, g()), b = randn(c.share_b ? sb + (tb ? c.N : c.K) * ldb : count * sb, g()),
+                           c0 = randn(count * sc, g());
+        if (c.beta == 0) std::fill(c0.begin(), c0.end(), std::numeric_limits<float>::quiet_NaN());  // never read
+        const std::vector<float> ar = round_all(a, prec), br = round_all(b, prec);
+        const Tensor A = Tensor::from(Shape{Index(a.size())}, a, Device::cuda),
+                     B = Tensor::from(Shape{Index(b.size())}, b, Device::cuda);
+        Tensor C = Tensor::from(Shape{Index(c0.size())}, c0, Device::cuda);
+        {
+          Bf16Products half(prec);
+          cuda::gemm_act(ta, tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc,
+                         c.count ? GemmBatch{c.count, sa, sb, sc} : GemmBatch{});
+        }
+        const std::vector<float> cv = C.to_vector();
+        const double gamma = double(c.K) * u2 / (1 - double(c.K) * u2) + 2 * u2;
+        const double gamma_cpu = double(c.K) * u / (1 - double(c.K) * u) + 2 * u;
+        double worst = 0, unrounded = 0;
+        Index untouched_wrong = 0;
+        for (Index m = 0; m < count; ++m) {
+          const std::size_t oa = std::size_t(m * sa), ob = std::size_t(m * sb), oc = std::size_t(m * sc);
+          for (Index i = 0; i < c.M; ++i)
+            for (Index j = 0; j < c.N; ++j) {
+              double exact = 0, mag = 0, exact_unrounded = 0;
+              for (Index k = 0; k < c.K; ++k) {
+                const double p = at(ar, oa, ta, lda, i, k) * at(br, ob, tb, ldb, k, j);
+                exact += p, mag += std::abs(p);
+                exact_unrounded += at(a, oa, ta, lda, i, k) * at(b, ob, tb, ldb, k, j);
+              }
+              const double cin = c.beta == 0 ? 0.0 : double(c0[oc + std::size_t(i * ldc + j)]);
+              const double scale = std::abs(c.alpha) * mag + std::abs(c.beta) * std::abs(cin);
+              const double v = cv[oc + std::size_t(i * ldc + j)];
+              REQUIRE(std::isfinite(v));
+              worst = std::max(worst, std::abs(v - (c.alpha * exact + c.beta * cin)) / (gamma * scale));
+              unrounded = std::max(unrounded, std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
+            }
+          // The padding of C (and the gap between a batch's matrices) is untouched.
+          for (Index i = 0; i < c.M; ++i)
+            for (Index j = c.N; j < ldc; ++j)
+              untouched_wrong += std::memcmp(&cv[oc + std::size_t(i * ldc + j)], &c0[oc + std::size_t(i * ldc + j)], 4) != 0;
+        }
+        CHECK_ERR(worst, 1.0);
+        CHECK(untouched_wrong == 0);
+        // The operands were rounded: against the unrounded product the error exceeds even the CPU's (rounded-sum)
+        // bound tenfold (bf16 rounding is 2⁻⁹ relative per operand, ~10⁴ u; fp16's 2⁻¹², ~10³ u), unless it is a
+        // single term (K = 1).
+        if (c.K > 1) CHECK(unrounded > 10);
+      }
 }
 
 }  // namespace
@@ -840,77 +919,7 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
     CHECK(wrong_pad == 0);
     CHECK(touched == 0);
   }
-  // The products. Products of bf16 values are exact in fp32 (8 + 8 significant bits), so cuBLAS and the exact
-  // product of the rounded operands differ only in the fp32 sums and the application of alpha and beta. With
-  // u = 2⁻²⁴ and rounded sums that is (γ_K + 2u)(|α| Σ_k |a_ik||b_kj| + |β||C_ij|), the CPU's bound
-  // (tests/test_bf16.cpp). Tensor cores may truncate instead of rounding in their fused additions (Fasi, Higham,
-  // Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021), which doubles the unit: the
-  // bound here is that formula with u' = 2u. The largest error over the bound is printed with the case's record.
-  const double u = std::ldexp(1.0, -24), u2 = 2 * u;
-  std::mt19937_64 g(7);
-  struct Case {
-    Index M, N, K, count;  // count 0: one product; otherwise a strided batch
-    float alpha, beta;
-    bool share_b;  // the batch's B has stride 0 (one matrix for every product)
-  };
-  for (const Case c : {Case{1, 1, 1, 0, 1, 0, false}, Case{5, 7, 9, 0, 1, 0, false}, Case{33, 17, 300, 0, 0.5f, 1, false},
-                       Case{130, 64, 192, 0, 1, 0.25f, false}, Case{16, 200, 65, 0, -2, 1, false},
-                       Case{17, 20, 33, 3, 1, 0, false}, Case{9, 31, 64, 4, 0.125f, 1, true}})
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb) {
-        INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " batch " << c.count << (c.share_b ? " (B shared)" : "")
-                  << " alpha " << c.alpha << " beta " << c.beta << " trans_a=" << ta << " trans_b=" << tb);
-        case_label() = c.count ? "strided batch" : "one product";
-        // Stored shapes with padded leading dimensions; a batch's matrices apart by more than one matrix.
-        const Index lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 1, ldc = c.N + 2;
-        const Index sa = (ta ? c.K : c.M) * lda + 5, sb = c.share_b ? 0 : (tb ? c.N : c.K) * ldb + 2,
-                    sc = c.M * ldc + 7;
-        const Index count = c.count ? c.count : 1;
-        std::vector<float> a = randn(count * sa, g()), b = randn(c.share_b ? sb + (tb ? c.N : c.K) * ldb : count * sb, g()),
-                           c0 = randn(count * sc, g());
-        if (c.beta == 0) std::fill(c0.begin(), c0.end(), std::numeric_limits<float>::quiet_NaN());  // never read
-        const std::vector<float> ar = round_all(a), br = round_all(b);
-        const Tensor A = Tensor::from(Shape{Index(a.size())}, a, Device::cuda),
-                     B = Tensor::from(Shape{Index(b.size())}, b, Device::cuda);
-        Tensor C = Tensor::from(Shape{Index(c0.size())}, c0, Device::cuda);
-        {
-          Bf16Products bf16;
-          cuda::gemm_act(ta, tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc,
-                         c.count ? GemmBatch{c.count, sa, sb, sc} : GemmBatch{});
-        }
-        const std::vector<float> cv = C.to_vector();
-        const double gamma = double(c.K) * u2 / (1 - double(c.K) * u2) + 2 * u2;
-        const double gamma_cpu = double(c.K) * u / (1 - double(c.K) * u) + 2 * u;
-        double worst = 0, unrounded = 0;
-        Index untouched_wrong = 0;
-        for (Index m = 0; m < count; ++m) {
-          const std::size_t oa = std::size_t(m * sa), ob = std::size_t(m * sb), oc = std::size_t(m * sc);
-          for (Index i = 0; i < c.M; ++i)
-            for (Index j = 0; j < c.N; ++j) {
-              double exact = 0, mag = 0, exact_unrounded = 0;
-              for (Index k = 0; k < c.K; ++k) {
-                const double p = at(ar, oa, ta, lda, i, k) * at(br, ob, tb, ldb, k, j);
-                exact += p, mag += std::abs(p);
-                exact_unrounded += at(a, oa, ta, lda, i, k) * at(b, ob, tb, ldb, k, j);
-              }
-              const double cin = c.beta == 0 ? 0.0 : double(c0[oc + std::size_t(i * ldc + j)]);
-              const double scale = std::abs(c.alpha) * mag + std::abs(c.beta) * std::abs(cin);
-              const double v = cv[oc + std::size_t(i * ldc + j)];
-              REQUIRE(std::isfinite(v));
-              worst = std::max(worst, std::abs(v - (c.alpha * exact + c.beta * cin)) / (gamma * scale));
-              unrounded = std::max(unrounded, std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
-            }
-          // The padding of C (and the gap between a batch's matrices) is untouched.
-          for (Index i = 0; i < c.M; ++i)
-            for (Index j = c.N; j < ldc; ++j)
-              untouched_wrong += std::memcmp(&cv[oc + std::size_t(i * ldc + j)], &c0[oc + std::size_t(i * ldc + j)], 4) != 0;
-        }
-        CHECK_ERR(worst, 1.0);
-        CHECK(untouched_wrong == 0);
-        // The operands were rounded: against the unrounded product the error exceeds even the CPU's (rounded-sum)
-        // bound tenfold (bf16 rounding is 2⁻⁹ relative per operand, ~10⁴ u), unless it is a single term (K = 1).
-        if (c.K > 1) CHECK(unrounded > 10);
-      }
+  check_half_products(Precision::bf16);
   case_label().clear();
   // In fp32 mode gemm_act is gemm, bit for bit (TF32 off), one product and a batch.
   const std::vector<float> a = randn(3 * 12 * 20, 81), b = randn(3 * 20 * 9, 82);
@@ -924,7 +933,55 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
   }
 }
 
-TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operands", "[cuda][bf16][parity]") {
+TEST_CASE("cuda: fp16 products (gemm_act) against the exact product of the fp16-rounded operands",
+          "[cuda][fp16][parity]") {
+  // --precision fp16 on the device (written 2026-11-26 without a GPU): the conversion gives kernels::to_fp16's bits
+  // (ties, 65504 and the overflow at 65520, subnormals and the underflow at 2^-25, NaNs, random bit patterns) on a
+  // pack through the four-values-per-lane path (padded rows, a remainder), the one-by-one path (odd ld) and a
+  // matrix shared by the batch; then the products as for bf16 (check_half_products).
+  std::string why;
+  if (!cuda::fp16_gemm_support(&why)) {
+    WARN("skipped: " << why);
+    return;
+  }
+  std::vector<std::uint32_t> bits = {0x477fe000u, 0x477ff000u, 0xc77ff000u, 0x477fefffu, 0x7f800000u, 0x7fc00000u,
+                                     0xff800001u, 0x33000000u, 0x33000001u, 0xb3000000u, 0x387fe000u, 0x387ff000u,
+                                     0x3f801000u, 0x3f803000u, 0x3f801001u, 0x80000000u, 0x00000001u, 0x38800000u};
+  std::mt19937_64 g(73);
+  while (bits.size() < 3 * 37 * 40) {
+    const std::uint32_t r = std::uint32_t(g());
+    bits.push_back(bits.size() % 2 ? r : (r & 0x8fffffffu) | 0x30000000u);  // half of them in fp16's range
+  }
+  std::vector<float> src(bits.size());
+  std::memcpy(src.data(), bits.data(), bits.size() * 4);
+  const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
+  struct Pack {
+    Index count, rows, cols, ld, stride, dst_ld;
+  };
+  for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40, 32}, Pack{2, 5, 70, 75, 5 * 75, 70}, Pack{4, 3, 100, 100, 0, 104}}) {
+    INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride
+                  << " dst_ld " << p.dst_ld);
+    const Index n = p.count * p.rows * p.dst_ld;
+    Tensor d(Shape{(n + 1) / 2}, Device::cuda);
+    cuda::round_to_fp16(s.data(), p.rows, p.cols, p.ld, reinterpret_cast<kernels::fp16*>(d.data()), p.count,
+                        p.stride, p.dst_ld);
+    const std::vector<float> got_f = d.to_vector();
+    std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
+    std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
+    Index wrong = 0;
+    for (Index m = 0; m < p.count; ++m)
+      for (Index r = 0; r < p.rows; ++r)
+        for (Index c = 0; c < p.cols; ++c)
+          wrong += got[std::size_t((m * p.rows + r) * p.dst_ld + c)] !=
+                   kernels::to_fp16(src[std::size_t(m * p.stride + r * p.ld + c)]).bits;
+    CHECK(wrong == 0);
+  }
+  check_half_products(Precision::fp16);
+  case_label().clear();
+}
+
+TEST_CASE("cuda: linear and patch embedding in bf16 and fp16 round every product's operands",
+          "[cuda][bf16][fp16][parity]") {
   // The device in bf16 on unrounded inputs against the CPU in fp32 on the same inputs rounded to bf16 (and the
   // output's gradient rounded): the products of the forward (x Wᵀ, patches Wᵀ) and of the backward (dy W, dyᵀ x)
   // then have the same operands on both sides, and differ only in the order of their fp32 sums (kOpTol). Against
@@ -933,11 +990,7 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
   // by about that. The bias and its gradient are fp32 sums on both sides: compared with the unrounded run. With
   // cuBLASLt's epilogues on (the forward's bias in the GEMM on the packs) and off (bias kernel, then the GEMM); how
   // often the epilogue ran is printed.
-  std::string why;
-  if (!cuda::bf16_gemm_support(&why)) {
-    WARN("skipped: " << why);
-    return;
-  }
+  // fp16 the same (written 2026-11-26 without a GPU): its rounding is 8× finer than bf16's, still > 10 kOpTol here.
   struct OpCase {
     std::string name;
     std::vector<Shape> shapes;
@@ -954,12 +1007,18 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
       {"patch_embed 3D", {{2, 3, 4, 8, 8}, {16, 3, 2, 4, 4}, {16}}, {true, true, false},
        [](Tape& t, const std::vector<Var>& v) { return ops::patch_embed(t, v[0], v[1], v[2]); }}};
   const bool was = cuda::gemm_epilogues_on();
+  for (const Precision prec : {Precision::bf16, Precision::fp16})
   for (const bool epi : {true, false})
   for (const OpCase& c : cases) {
-    INFO("op " << c.name << (epi ? " (epilogues)" : " (plain)"));
+    std::string why;
+    if (!(prec == Precision::bf16 ? cuda::bf16_gemm_support(&why) : cuda::fp16_gemm_support(&why))) {
+      WARN("skipped " << to_string(prec) << ": " << why);
+      break;
+    }
+    INFO("op " << c.name << (epi ? " (epilogues)" : " (plain)") << " in " << to_string(prec));
     cuda::set_gemm_epilogues(epi);
     const cuda::EpilogueCounts before = cuda::gemm_epilogue_counts();
-    case_label() = c.name + (epi ? " (epilogues)" : " (plain)");
+    case_label() = c.name + (epi ? " (epilogues)" : " (plain)") + (prec == Precision::fp16 ? " fp16" : "");
     std::vector<std::vector<float>> values;
     for (std::size_t i = 0; i < c.shapes.size(); ++i) values.push_back(randn(c.shapes[i].numel(), 300 + i));
     // runs: 0 the device in bf16, 1 the CPU on rounded operands, 2 the CPU on the values as they are
@@ -968,15 +1027,15 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
     for (int r = 0; r < 3; ++r) {
       const Device dev = r == 0 ? Device::cuda : Device::cpu;
       std::optional<Bf16Products> bf16;
-      if (r == 0) bf16.emplace();
+      if (r == 0) bf16.emplace(prec);
       Tape tape(7);
       std::vector<Var> in;
       for (std::size_t i = 0; i < c.shapes.size(); ++i)
-        in.emplace_back(Tensor::from(c.shapes[i], r == 1 && c.operand[i] ? round_all(values[i]) : values[i], dev), true);
+        in.emplace_back(Tensor::from(c.shapes[i], r == 1 && c.operand[i] ? round_all(values[i], prec) : values[i], dev), true);
       Var y = c.f(tape, in);
       out[r] = y.value().to_vector();
       const std::vector<float> seed = randn(y.numel(), 999);
-      tape.backward(y, Tensor::from(y.shape(), r == 1 ? round_all(seed) : seed, dev));
+      tape.backward(y, Tensor::from(y.shape(), r == 1 ? round_all(seed, prec) : seed, dev));
       for (const Var& v : in) grads[r].push_back(v.grad().to_vector());
     }
     CHECK_ERR(scaled_err(out[0], out[1]), kOpTol);
@@ -991,7 +1050,7 @@ TEST_CASE("cuda: linear and patch embedding in bf16 round every product's operan
       }
     }
     const cuda::EpilogueCounts after = cuda::gemm_epilogue_counts();
-    std::cout << "  bf16 " << case_label() << ": " << after.fused - before.fused << " GEMMs with an epilogue, "
+    std::cout << "  " << to_string(prec) << " " << case_label() << ": " << after.fused - before.fused << " GEMMs with an epilogue, "
               << after.plain - before.plain << " declined by cuBLASLt\n";
     if (!epi) CHECK(after.fused + after.plain == before.fused + before.plain);  // off: cuBLASLt never asked
   }
@@ -1041,38 +1100,42 @@ TEST_CASE("cuda: linear and patch embedding with cuBLASLt's bias epilogues match
   case_label().clear();
 }
 
-TEST_CASE("cuda: a ViT step and a short training run in bf16 stay close to fp32", "[cuda][bf16]") {
+TEST_CASE("cuda: a ViT step and a short training run in bf16 and fp16 stay close to fp32", "[cuda][bf16][fp16]") {
   // The whole model in bf16 on the device (linear, patch embedding and attention's products on bf16 operands;
   // everything else fp32) against fp32 on the device. One step from the same weights: logits, every gradient and
   // the attention maps within kBf16StepTol (scaled) of fp32's, and the logits not within fp32's own tolerance
   // (the bf16 products ran). Then 12 AdamW steps: every loss finite and within 1% of fp32's at the same step, as on
   // the CPU (tests/test_bf16_train.cpp; the CPU's bf16 products on this loop: 0.28% LieRE-8, 0.05% absolute).
-  std::string why;
-  if (!cuda::bf16_gemm_support(&why)) {
-    WARN("skipped: " << why);
-    return;
-  }
+  // fp16 (written 2026-11-26 without a GPU) under the same bounds: its rounding is finer, its range smaller (no loss
+  // scaling in these 12 steps: the trainer's is tested in test_trainer).
   // kBf16StepTol: the same step with the CPU's bf16 products (the same rounding of the same operands) against the
   // CPU in fp32, these configurations, 3 seeds (2026-11-26): logits ≤ 0.022, attention maps ≤ 0.042, gradients
   // ≤ 0.067 (the weights are perturbed by N(0, 0.3): large activations); 3× the largest. A product with a wrong
   // layout or unrounded where it should be would give O(1) or < kStepTol.
   constexpr double kBf16StepTol = 0.2;
+  for (const Precision prec : {Precision::bf16, Precision::fp16}) {
+  std::string why;
+  if (!(prec == Precision::bf16 ? cuda::bf16_gemm_support(&why) : cuda::fp16_gemm_support(&why))) {
+    WARN("skipped " << to_string(prec) << ": " << why);
+    continue;
+  }
+  const std::string tag = prec == Precision::fp16 ? "fp16 " : "";
   for (const char* pe : {"liere", "absolute", "rope-mixed"}) {
-    INFO("pe " << pe);
-    case_label() = pe;
+    INFO("pe " << pe << " in " << to_string(prec));
+    case_label() = tag + pe;
     const nn::VitConfig cfg = vit_config(pe, 8, 16);
     VitStep run[2];
     for (int r = 0; r < 2; ++r) {  // 0: fp32, 1: bf16
       std::optional<Bf16Products> bf16;
-      if (r == 1) bf16.emplace();
+      if (r == 1) bf16.emplace(prec);
       run[r] = vit_step(cfg, Device::cuda);
     }
     CHECK(scaled_err(run[1].logits, run[0].logits) > kStepTol);
     check_vit_step(run[1], run[0], kBf16StepTol);
   }
   for (const char* pe : {"liere", "absolute"}) {
-    INFO("training, pe " << pe);
-    case_label() = std::string("training, ") + pe;
+    INFO("training, pe " << pe << " in " << to_string(prec));
+    case_label() = tag + "training, " + pe;
     nn::VitConfig cfg = vit_config(pe, 8, 16);
     cfg.drop = 0.0;
     Shape xs{8, cfg.channels};
@@ -1080,7 +1143,7 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 stay close to fp32"
     std::vector<float> loss[2];
     for (int r = 0; r < 2; ++r) {
       std::optional<Bf16Products> bf16;
-      if (r == 1) bf16.emplace();
+      if (r == 1) bf16.emplace(prec);
       nn::Params params;
       nn::Vit model(params, cfg, 21);
       params.to(Device::cuda);
@@ -1107,6 +1170,7 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 stay close to fp32"
     }
     CHECK_ERR(worst, 1e-2);
     CHECK(equal < 3);
+  }
   }
   case_label().clear();
 }

@@ -91,12 +91,14 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("precision", &precision,
         "fp32; tf32 (cuda: matrix products in TF32 on tensor cores, ~1e-3 relative error); bf16 (cpu with "
         "AVX512_BF16 and oneDNN, cuda with compute capability 8.0 or newer: products of activations and gradients on "
-        "bf16 operands, fp32 accumulation, weights and statistics; docs/precision.md); fp16 is not implemented yet "
-        "(exit code 2)");
+        "bf16 operands, fp32 accumulation, weights and statistics; docs/precision.md); fp16 (cuda with compute "
+        "capability 7.0 or newer: the same on fp16 operands, with dynamic loss scaling from 65536 unless "
+        "--loss-scale says otherwise; not on cpu)");
   f.add_switch("tf32", &tf32, "the same as --precision tf32");
   f.add("loss-scale", &loss_scale,
-        "dynamic loss scaling from S, a power of two (0: off): backward on S·loss, the gradients unscaled, a step "
-        "whose gradients overflow skipped and S halved, S doubled after 2000 finite steps (fp16's mechanism, "
+        "dynamic loss scaling starting from this power of two (0, the default: off, but for --precision fp16, "
+        "which starts from 65536): backward on scale·loss, the gradients unscaled, a step whose gradients "
+        "overflow skipped and the scale halved, doubled after 2000 finite steps (fp16's mechanism, "
         "optim/loss_scale.hpp; with fp32, tf32 or bf16 it changes nothing but the skipped steps); the scale and the "
         "skipped steps go to --metrics");
   f.section("Files");
@@ -221,6 +223,7 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     std::cerr << "device: cuda, " << cuda::device_description()
               << (p == Precision::tf32   ? ", TF32 matrix products"
                   : p == Precision::bf16 ? ", bf16 matrix products"
+                  : p == Precision::fp16 ? ", fp16 matrix products"
                                          : "")
               << "\n";
 #endif
@@ -228,9 +231,12 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
   }
   // The mode of the device's matrix products (cpu: fp32 or bf16 operands; cuda: TF32 or not); weights stay fp32.
   set_precision(opt_.resolved_precision(), device_);
-  if (opt_.resolved_precision() == Precision::bf16)
-    std::cerr << "precision: bf16 matrix products (operands rounded to bf16, fp32 accumulation: "
-              << (device_ == Device::cpu ? "oneDNN, AVX512_BF16" : "cuBLAS, bf16 tensor cores")
+  const Precision prec = opt_.resolved_precision();
+  if (prec == Precision::bf16 || prec == Precision::fp16)
+    std::cerr << "precision: " << to_string(prec) << " matrix products (operands rounded to " << to_string(prec)
+              << ", fp32 accumulation: "
+              << (device_ == Device::cpu ? "oneDNN, AVX512_BF16"
+                                         : std::string("cuBLAS, ") + to_string(prec) + " tensor cores")
               << "); weights, optimizer state, LayerNorm, softmax, loss and rotation tables in fp32\n";
   optim::AdamConfig ac;
   ac.lr = opt_.lr;
@@ -240,12 +246,16 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
     return optim::default_no_decay(n, s, {"pe."});
   });
   adam_ = std::make_unique<optim::Adam>(groups, ac);
-  if (opt_.loss_scale > 0) {
+  // fp16 scales the loss by default (its gradients would underflow); --loss-scale sets the start, or turns it on
+  // for the other precisions.
+  const double start_scale = opt_.loss_scale > 0 ? opt_.loss_scale : prec == Precision::fp16 ? 65536.0 : 0.0;
+  if (start_scale > 0) {
     optim::LossScaleConfig lc;
-    lc.init = opt_.loss_scale;
+    lc.init = start_scale;
     lc.max_scale = std::max(lc.max_scale, lc.init);
     lc.floor = std::min(lc.floor, lc.init);
     loss_scale_ = std::make_unique<optim::DynamicLossScale>(lc);
+    std::cerr << "loss scaling: dynamic from " << start_scale << " (skipped steps and the scale in --metrics)\n";
   }
   if (comm_.distributed()) {
     // Every rank built the same weights from the seed; rank 0's are sent anyway, so that the ranks start equal
@@ -288,7 +298,10 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     m << "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << step + 1
       << "; training stopped"
       << (opt_.save.empty() ? std::string() : "; the last good checkpoint '" + opt_.save + "' is intact")
-      << " (try a lower --lr or --clip)";
+      << " (try a lower --lr or --clip"
+      << (opt_.resolved_precision() == Precision::fp16
+              ? "; in fp16 an activation past 65504 overflows: --precision bf16 has fp32's range)"
+              : ")");
     throw AllRanksError(m.str());
   };
   try {

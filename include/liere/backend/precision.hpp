@@ -4,14 +4,15 @@
 //   precision_supported(p, d, &why)   fp32 everywhere; tf32 on cuda; bf16 on cpu where cpu::bf16_gemm_support()
 //                                     (oneDNN's bf16 GEMM and AVX512_BF16; backend/cpu/gemm_bf16.hpp), on cuda where
 //                                     cuda::bf16_gemm_support() (a device of compute capability 8.0 or newer;
-//                                     backend/cuda/memory.hpp); fp16 anywhere: not yet. why says what is missing and
-//                                     what to use instead.
+//                                     backend/cuda/memory.hpp); fp16 on cuda where cuda::fp16_gemm_support() (7.0 or
+//                                     newer; written 2026-11-26 without a GPU), not on cpu. why says what is missing
+//                                     and what to use instead.
 //   check_precision(p, d)             throws liere::Error with that message (the programs exit with code 2)
 //   set_precision(p, d)               checks, then sets the mode of d's matrix products: cpu::set_gemm_precision
 //                                     (fp32 or bf16 for every later product of activations and gradients), or on
 //                                     cuda cuda::set_tf32 (TF32 or full float for gemm) and cuda::set_gemm_precision
-//                                     (fp32 or bf16 for gemm_act, the products of activations and gradients: the same
-//                                     products as the CPU's). Process-wide, like torch.backends.cuda.matmul.allow_tf32:
+//                                     (fp32, bf16 or fp16 for gemm_act, the products of activations and gradients:
+//                                     the CPU's products). Process-wide, like torch.backends.cuda.matmul.allow_tf32:
 //                                     call it before training. Weights, gradients, Adam's state and checkpoints stay
 //                                     fp32 whatever it is, so checkpoints move freely between fp32 and bf16 runs.
 #pragma once
@@ -55,10 +56,19 @@ inline bool precision_supported(Precision p, Device d, std::string* why = nullpt
       }
       break;
     case Precision::fp16:
-      w = std::string("--precision fp16 is not supported on ") + to_string(d) +
-          (d == Device::cpu ? " (oneDNN 2.x has no fp16 GEMM and fp16 training needs loss scaling); use --precision "
-                              "bf16, which keeps fp32's range and needs none, or fp32"
-                            : " yet (the CUDA fp16 kernels are not written); use --precision tf32 or fp32");
+      if (d == Device::cpu) {
+        w = "--precision fp16 is not supported on cpu (oneDNN 2.x has no fp16 GEMM); use --precision bf16, which "
+            "keeps fp32's range and needs no loss scaling, or fp32";
+      } else {
+#ifdef LIERE_WITH_CUDA
+        std::string cuda_why;
+        ok = cuda::fp16_gemm_support(&cuda_why);
+        if (!ok) w = "--precision fp16 is not supported on cuda here: " + cuda_why + "; use --precision fp32";
+#else
+        w = "--precision fp16 is not supported on cuda: this build has no CUDA backend; use --precision bf16 on "
+            "--device cpu, or fp32";
+#endif
+      }
       break;
   }
   if (why) *why = ok ? std::string() : w;
@@ -77,7 +87,7 @@ inline void set_precision(Precision p, Device d) {
   } else {
 #ifdef LIERE_WITH_CUDA
     cuda::set_tf32(p == Precision::tf32);
-    cuda::set_gemm_precision(p == Precision::bf16 ? Precision::bf16 : Precision::fp32);
+    cuda::set_gemm_precision(p == Precision::bf16 || p == Precision::fp16 ? p : Precision::fp32);
 #endif
   }
 }

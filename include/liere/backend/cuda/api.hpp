@@ -14,6 +14,7 @@
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/kernels/bf16.hpp>
+#include <liere/backend/kernels/fp16.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/device.hpp>
 #include <liere/core/index.hpp>
@@ -129,8 +130,9 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 // attention's Q̂K̂ᵀ, PV and their backward), as cpu::gemm_act: gemm's arguments and meaning. Under
 // gemm_precision() == fp32 it is gemm; under bf16 op(A) and op(B) are rounded to bf16 (kernels::to_bf16, the CPU's
 // bits) into pool blocks (rows padded to a multiple of 8 values, 16 bytes, for the tensor cores' aligned kernels; a
-// batch's operands with stride 0 once), then multiplied by cublasGemmEx /
-// cublasGemmStridedBatchedEx: bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C, alpha and beta.
+// batch's operands with stride 0 once), then multiplied by cublasGemmEx / cublasGemmStridedBatchedEx: bf16 inputs,
+// fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C, alpha and beta. Under fp16 the same with kernels::to_fp16 and
+// CUDA_R_16F inputs.
 // The rotation tables, their application and the dense transforms use gemm: they stay fp32.
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
               Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
@@ -149,6 +151,9 @@ EpilogueCounts gemm_epilogue_counts();
 // `count` (rows, cols) matrices at src + i·stride, rows ld apart (kernels::strided_row; stride 0 with count 1:
 // one matrix); dst's padding is not written. gemm_act's conversion, shown for the tests.
 void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count = 1,
+                   Index stride = 0, Index dst_ld = 0);
+// The same rounded to fp16 (kernels::to_fp16): the packs of an fp16 run.
+void round_to_fp16(const float* src, Index rows, Index cols, Index ld, kernels::fp16* dst, Index count = 1,
                    Index stride = 0, Index dst_ld = 0);
 // gemm_act's product on operands already rounded (round_to_bf16) for an operand that feeds several products and
 // is rounded once (attention's packs under set_attention_packs): gemm's arguments with bf16 A and B, their leading

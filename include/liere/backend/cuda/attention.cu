@@ -51,7 +51,7 @@ std::atomic<bool> g_rotate_gemms{[] {
   return !(v && std::strcmp(v, "0") == 0);
 }()};
 
-// The keys padded: T rounded up to a multiple of 4 (16 bytes of float), of 8 in a bf16 run (16 bytes of bf16, the
+// The keys padded: T rounded up to a multiple of 4 (16 bytes of float), of 8 in a bf16 or fp16 run (16 bytes, the
 // packs' operands), or T under LIERE_CUDA_PAD_SCORES=0. A forward's TP is kept in its state for the backward.
 const bool g_pad_scores = [] {
   const char* v = std::getenv("LIERE_CUDA_PAD_SCORES");
@@ -65,7 +65,8 @@ std::atomic<bool> g_attention_packs{[] {
 
 int scores_ld(int T) {
   if (!g_pad_scores) return T;
-  const int m = gemm_precision() == Precision::bf16 ? 8 : 4;
+  const Precision p = gemm_precision();
+  const int m = p == Precision::bf16 || p == Precision::fp16 ? 8 : 4;
   return (T + m - 1) / m * m;
 }
 

@@ -1,7 +1,7 @@
 // liere/backend/cuda/linear.cu — the one cuBLAS wrapper family (gemm of api.hpp, single or strided-batched: every
 // GEMM of the CUDA backend goes through it; gemm_act, the products of activations and gradients: gemm, or in a bf16
-// run bf16 operands with fp32 accumulation), linear layers and the patch (tubelet) embedding (im2col through
-// kernels::patch_source, the body the CPU tests check, then one GEMM), whose bias rides in their GEMMs through
+// (fp16) run bf16 (fp16) operands with fp32 accumulation), linear layers and the patch (tubelet) embedding (im2col
+// through kernels::patch_source, the body the CPU tests check, then one GEMM), whose bias rides in their GEMMs through
 // cuBLASLt's epilogues in float and TF32 runs (lt_matmul below; the plain path where cuBLASLt has no algorithm).
 //
 // cuBLAS is column-major: a row-major (r, c) matrix with leading dimension ld is, read column-major, its
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
+#include <liere/backend/kernels/fp16.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <map>
 #include <mutex>
@@ -64,19 +65,21 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 }
 
 namespace {
-// The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 rounding of the strided batch at src, a warp
+// The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 (Half: fp16) rounding of the strided batch at
+// src, a warp
 // per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An element
 // per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than TF32
 // ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values at
 // a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
 // element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
 // 2026-11-26 evening), each warp waiting on one load after another along its row.
-__global__ void k_round_bf16(const float* __restrict__ src, kernels::bf16* __restrict__ dst, Index rows, Index cols,
-                             Index ld, Index stride, Index dst_ld, Index nrows, bool quads) {
+template <bool Half>
+__global__ void k_round_16(const float* __restrict__ src, std::uint16_t* __restrict__ dst, Index rows, Index cols,
+                           Index ld, Index stride, Index dst_ld, Index nrows, bool quads) {
   LIERE_CUDA_LOOP(t, nrows * kWarp) {
     const Index g = t / kWarp, lane = t % kWarp;
     const float* s = src + kernels::strided_row(g, rows, ld, stride);
-    kernels::bf16* d = dst + g * dst_ld;
+    std::uint16_t* d = dst + g * dst_ld;
     Index c = lane;
     if (quads) {
       const Index nq = cols / 4;
@@ -85,11 +88,11 @@ __global__ void k_round_bf16(const float* __restrict__ src, kernels::bf16* __res
 #pragma unroll 4
       for (Index q = lane; q < nq; q += kWarp) {
         const float4 v = s4[q];
-        d4[q] = kernels::to_bf16x4(v.x, v.y, v.z, v.w);
+        d4[q] = Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
       }
       c = nq * 4 + lane;
     }
-    for (; c < cols; c += kWarp) d[c] = kernels::to_bf16(s[c]);
+    for (; c < cols; c += kWarp) d[c] = Half ? kernels::to_fp16(s[c]).bits : kernels::to_bf16(s[c]).bits;
   }
 }
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
@@ -102,46 +105,68 @@ std::atomic<std::int64_t> g_conversions{0};
 }  // namespace
 std::int64_t bf16_conversions() { return g_conversions.load(); }
 
-void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride,
-                   Index dst_ld) {
+namespace {
+template <bool Half>
+void round_to_16(const float* src, Index rows, Index cols, Index ld, std::uint16_t* dst, Index count, Index stride,
+                 Index dst_ld) {
   if (dst_ld == 0) dst_ld = cols;
   LIERE_ENSURE(rows >= 0 && cols >= 0 && ld >= cols && dst_ld >= cols && count >= 0,
-               "cuda::round_to_bf16: " << count << " matrices of (" << rows << ", " << cols
-                                       << ") with leading dimensions " << ld << " and " << dst_ld
-                                       << " (at least the columns)");
+               "cuda::round_to_" << (Half ? "fp16" : "bf16") << ": " << count << " matrices of (" << rows << ", "
+                                 << cols << ") with leading dimensions " << ld << " and " << dst_ld
+                                 << " (at least the columns)");
   const bool quads = cols >= 4 && ld % 4 == 0 && stride % 4 == 0 && aligned(src, 16) && dst_ld % 4 == 0 &&
                      aligned(dst, 8);
   if (cols > 0 && rows > 0 && count > 0) ++g_conversions;
   if (cols > 0)
-    LIERE_CUDA_LAUNCH(k_round_bf16, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows,
+    LIERE_CUDA_LAUNCH(k_round_16<Half>, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows,
                       quads);
+}
+}  // namespace
+
+void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::bf16* dst, Index count, Index stride,
+                   Index dst_ld) {
+  round_to_16<false>(src, rows, cols, ld, reinterpret_cast<std::uint16_t*>(dst), count, stride, dst_ld);
+}
+void round_to_fp16(const float* src, Index rows, Index cols, Index ld, kernels::fp16* dst, Index count, Index stride,
+                   Index dst_ld) {
+  round_to_16<true>(src, rows, cols, ld, reinterpret_cast<std::uint16_t*>(dst), count, stride, dst_ld);
 }
 
 namespace {
-// One operand of a bf16 product, rounded into a pool block: `count` stored (rows, cols) matrices (one when the
-// batch shares it: stride 0), rows ld = bf16_pack_ld(cols) apart (16-byte aligned rows: T = 65 scores or 100 classes
-// would otherwise leave cuBLAS its unaligned kernels), matrices rows·ld apart.
-struct Bf16Pack {
+// One operand of a 16-bit product (bf16, or fp16 in an fp16 run: gemm_precision()), rounded into a pool block:
+// `count` stored (rows, cols) matrices (one when the batch shares it: stride 0), rows ld = bf16_pack_ld(cols) apart
+// (16-byte aligned rows: T = 65 scores or 100 classes would otherwise leave cuBLAS its unaligned kernels), matrices
+// rows·ld apart.
+struct Pack16 {
   DeviceBlock block;
   Index ld = 0, stride = 0;
-  const kernels::bf16* get() const { return block.get<kernels::bf16>(); }
+  cudaDataType_t type = CUDA_R_16BF;
+  const void* get() const { return block.get(); }
 };
-Bf16Pack pack_bf16(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
-  Bf16Pack p;
+bool half_products() {
+  const Precision p = gemm_precision();
+  return p == Precision::bf16 || p == Precision::fp16;
+}
+Pack16 pack_16(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
+  Pack16 p;
   p.ld = bf16_pack_ld(cols);
   const Index n = stride == 0 ? 1 : count;
   p.stride = stride == 0 ? 0 : rows * p.ld;
-  p.block = DeviceBlock(std::size_t(n * rows * p.ld) * sizeof(kernels::bf16));
-  round_to_bf16(src, rows, cols, ld, p.block.get<kernels::bf16>(), n, stride, p.ld);
+  p.block = DeviceBlock(std::size_t(n * rows * p.ld) * sizeof(std::uint16_t));
+  if (gemm_precision() == Precision::fp16) {
+    p.type = CUDA_R_16F;
+    round_to_fp16(src, rows, cols, ld, p.block.get<kernels::fp16>(), n, stride, p.ld);
+  } else {
+    round_to_bf16(src, rows, cols, ld, p.block.get<kernels::bf16>(), n, stride, p.ld);
+  }
   return p;
 }
 
-}  // namespace
-
-void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
-               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+// gemm_bf16 for either 16-bit type: cublasGemmEx / cublasGemmStridedBatchedEx, A and B of `type`, fp32 C.
+void gemm_16(cudaDataType_t type, bool ta, bool tb, Index M, Index N, Index K, float alpha, const void* A, Index lda,
+             const void* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
   if (M <= 0 || N <= 0) return;
-  const char* op = "cuda::gemm_bf16";
+  const char* op = type == CUDA_R_16F ? "cuda::gemm_act (fp16)" : "cuda::gemm_bf16";
   LIERE_ENSURE(K > 0 && lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
                op << ": K=" << K << " or leading dimensions (" << lda << ", " << ldb << ", " << ldc
                   << ") too small for M=" << M << " N=" << N);
@@ -151,39 +176,43 @@ void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const k
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   // Column-major Cᵀ = op(B)ᵀ op(A)ᵀ, as gemm (the top of this file).
   if (batch.count == 0) {
-    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_16BF, lb, A, CUDA_R_16BF, la, &beta,
-                                    C, CUDA_R_32F, lc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    LIERE_CUBLAS_CHECK(cublasGemmEx(blas(), opb, opa, n, m, k, &alpha, B, type, lb, A, type, la, &beta, C,
+                                    CUDA_R_32F, lc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     const int batches = blas_int(batch.count, op, "the batch count");
-    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_16BF, lb,
-                                                  (long long)batch.b, A, CUDA_R_16BF, la, (long long)batch.a, &beta, C,
-                                                  CUDA_R_32F, lc, (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
+    LIERE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas(), opb, opa, n, m, k, &alpha, B, type, lb, (long long)batch.b,
+                                                  A, type, la, (long long)batch.a, &beta, C, CUDA_R_32F, lc,
+                                                  (long long)batch.c, batches, CUBLAS_COMPUTE_32F,
                                                   CUBLAS_GEMM_DEFAULT));
   }
 }
 
-namespace {
-// gemm_bf16 on two packs (a batch's strides the packs').
-void gemm_packs(bool ta, bool tb, Index M, Index N, Index K, float alpha, const Bf16Pack& A, const Bf16Pack& B,
+// gemm_16 on two packs of one type (a batch's strides the packs').
+void gemm_packs(bool ta, bool tb, Index M, Index N, Index K, float alpha, const Pack16& A, const Pack16& B,
                 float beta, float* C, Index ldc, GemmBatch batch = {}) {
-  gemm_bf16(ta, tb, M, N, K, alpha, A.get(), A.ld, B.get(), B.ld, beta, C, ldc,
-            {batch.count, A.stride, B.stride, batch.c});
+  gemm_16(A.type, ta, tb, M, N, K, alpha, A.get(), A.ld, B.get(), B.ld, beta, C, ldc,
+          {batch.count, A.stride, B.stride, batch.c});
 }  // the packs go back to the pool when their owners leave; the GEMM queued on them runs first (one stream)
 }  // namespace
 
+void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
+               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+  gemm_16(CUDA_R_16BF, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, batch);
+}
+
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
               Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
-  if (gemm_precision() != Precision::bf16 || M <= 0 || N <= 0 || K <= 0) {
+  if (!half_products() || M <= 0 || N <= 0 || K <= 0) {
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, batch);
     return;
   }
   LIERE_ENSURE(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
-               "cuda::gemm_act (bf16): leading dimensions (" << lda << ", " << ldb << ", " << ldc
-                                                             << ") too small for M=" << M << " N=" << N << " K=" << K);
+               "cuda::gemm_act (" << to_string(gemm_precision()) << "): leading dimensions (" << lda << ", " << ldb
+                                  << ", " << ldc << ") too small for M=" << M << " N=" << N << " K=" << K);
   // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb.
   const Index count = batch.count == 0 ? 1 : batch.count;
-  const Bf16Pack a = pack_bf16(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
-                 b = pack_bf16(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
+  const Pack16 a = pack_16(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
+               b = pack_16(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
   gemm_packs(ta, tb, M, N, K, alpha, a, b, beta, C, ldc, batch);
 }
 
@@ -236,17 +265,18 @@ struct LtPlan {
 };
 
 // Column-major D (m, n) = op(A)·op(B) + β·D with `epilogue`, `vec` its vector (the bias, or the bias gradient's
-// output), full float or TF32 as tf32() says; with `bf16`, A and B are bf16 packs (fp32 accumulation, D and the
-// vector fp32). False (and nothing run) when the epilogues are off or cuBLASLt has no algorithm for it.
+// output), full float or TF32 as tf32() says; A and B of type ab: float, or bf16 or fp16 packs (fp32
+// accumulation, D and the vector fp32). False (and nothing run) when the epilogues are off or cuBLASLt has no
+// algorithm for it.
 bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, const void* A, int lda,
                const void* B, int ldb, float beta, float* D, int ldd, cublasLtEpilogue_t epilogue, float* vec,
-               bool bf16 = false) {
+               cudaDataType_t ab = CUDA_R_32F) {
   if (!g_epilogues) return false;
-  const bool fast = !bf16 && tf32();
+  const bool fast = ab == CUDA_R_32F && tf32();
   const std::uint32_t al[4] = {std::uint32_t(alignment_of(A)), std::uint32_t(alignment_of(B)),
                                std::uint32_t(alignment_of(D)), std::uint32_t(alignment_of(vec))};
   const std::array<std::int64_t, 15> key = {std::int64_t(opa), std::int64_t(opb), m, n, k, lda, ldb, ldd,
-                                            std::int64_t(epilogue), fast, bf16, al[0], al[1], al[2], al[3]};
+                                            std::int64_t(epilogue), fast, std::int64_t(ab), al[0], al[1], al[2], al[3]};
   static std::mutex mu;
   static std::map<std::array<std::int64_t, 15>, LtPlan> plans;
   std::lock_guard<std::mutex> lock(mu);
@@ -263,7 +293,6 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
     // The stored matrices: A is (m, k), or (k, m) transposed; B is (k, n), or (n, k); D is (m, n).
     const bool ta = opa != CUBLAS_OP_N, tb = opb != CUBLAS_OP_N;
-    const cudaDataType_t ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, ab, ta ? k : m, ta ? m : k, lda));
     LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, ab, tb ? n : k, tb ? k : n, ldb));
     LIERE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldd));
@@ -309,20 +338,20 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
 }
 
 // y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x. In a
-// bf16 run x and W are packed first and the product runs on the packs with the bias epilogue (the bias added in
+// bf16 or fp16 run x and W are packed first and the product runs on the packs with the bias epilogue (the bias added in
 // fp32 to the fp32 sums, as the plain path's bias kernel and β = 1), or without it where cuBLASLt has none: true
-// either way. (The weight gradient's BGRADB would sum dy rounded to bf16: a bf16 run keeps the fp32 column sum.)
+// either way. (The weight gradient's BGRADB would sum dy rounded to 16 bits: such a run keeps the fp32 column sum.)
 bool fused_linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
   const char* op = "linear on cuda (cuBLASLt)";
   const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
             oc = blas_int(OC, op, "OC (output features)");
-  if (gemm_precision() != Precision::bf16)
+  if (!half_products())
     return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
                      const_cast<float*>(b));
-  const Bf16Pack x16 = pack_bf16(x, N, C, C), w16 = pack_bf16(w, OC, C, C);
-  const int lx = blas_int(x16.ld, op, "ld of the bf16 pack");
+  const Pack16 x16 = pack_16(x, N, C, C), w16 = pack_16(w, OC, C, C);
+  const int lx = blas_int(x16.ld, op, "ld of the 16-bit pack");
   if (lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w16.get(), lx, x16.get(), lx, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
-                const_cast<float*>(b), true))
+                const_cast<float*>(b), x16.type))
     return true;
   LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
   gemm_packs(false, true, N, OC, C, 1.f, x16, w16, 1.f, y, OC);
@@ -332,7 +361,7 @@ bool fused_linear_forward(const float* x, const float* w, const float* b, float*
 // dW (OC, C) += dyᵀ x and db += Σ_rows dy through BGRADB: column-major dWᵀ (C, OC) = x (stored (C, N)) · op(dy
 // stored (OC, N)), whose op(B) = dy (N, OC) summed over k = N is db's increment (written to a block, then added).
 bool fused_weight_grad(const float* dy, const float* x, float* dw, float* db, Index N, Index C, Index OC) {
-  if (gemm_precision() == Precision::bf16 || !g_epilogues) return false;
+  if (half_products() || !g_epilogues) return false;
   const char* op = "weight gradient on cuda (cuBLASLt)";
   const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
             oc = blas_int(OC, op, "OC (output features)");
@@ -378,11 +407,11 @@ void Ops::linear_forward(const float* x, const float* w, const float* b, float* 
 void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
                           Index C, Index OC, bool overwrite_dx) {
   check_linear(N, C, OC);
-  if (gemm_precision() == Precision::bf16 && dx && dw && N > 0 && C > 0 && OC > 0) {
-    // dy is op(A) of both products, stored (N, OC) in both: rounded to bf16 once.
-    const Bf16Pack dy16 = pack_bf16(dy, N, OC, OC);
-    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_bf16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
-    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_bf16(x, N, C, C), 1.f, dw, C);
+  if (half_products() && dx && dw && N > 0 && C > 0 && OC > 0) {
+    // dy is op(A) of both products, stored (N, OC) in both: rounded to 16 bits once.
+    const Pack16 dy16 = pack_16(dy, N, OC, OC);
+    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
+    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_16(x, N, C, C), 1.f, dw, C);
     if (db) colsum_accumulate(dy, N, OC, OC, db);
     return;
   }

@@ -209,7 +209,9 @@ void set_tf32(bool on) {
 }
 bool tf32() { return g_tf32; }
 
-bool bf16_gemm_support(std::string* why) {
+namespace {
+// Whether the current device has compute capability `need_major`.0 or newer; otherwise *why says what it has.
+bool capability_at_least(int need_major, const char* what, std::string* why) {
   std::string w;
   int n = 0, dev = 0, major = 0, minor = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -219,20 +221,29 @@ bool bf16_gemm_support(std::string* why) {
     LIERE_CUDA_CHECK(cudaGetDevice(&dev));
     LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major < 8)
+    if (major < need_major)
       w = device_description() + " has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
-          ": bf16 matrix products (bf16 tensor cores) need 8.0 (Ampere) or newer";
+          ": " + what;
   }
   if (why) *why = w;
   return w.empty();
 }
+}  // namespace
+
+bool bf16_gemm_support(std::string* why) {
+  return capability_at_least(8, "bf16 matrix products (bf16 tensor cores) need 8.0 (Ampere) or newer", why);
+}
+bool fp16_gemm_support(std::string* why) {
+  return capability_at_least(7, "fp16 matrix products (fp16 tensor cores) need 7.0 (Volta) or newer", why);
+}
 
 void set_gemm_precision(Precision p) {
-  LIERE_ENSURE(p == Precision::fp32 || p == Precision::bf16,
+  LIERE_ENSURE(p == Precision::fp32 || p == Precision::bf16 || p == Precision::fp16,
                "cuda::set_gemm_precision(" << to_string(p) << "): the products of activations and gradients run in "
-                                              "fp32 (TF32 is cuda::set_tf32) or bf16");
+                                              "fp32 (TF32 is cuda::set_tf32), bf16 or fp16");
   std::string why;
-  LIERE_ENSURE(p == Precision::fp32 || bf16_gemm_support(&why), "bf16 products on cuda: " << why);
+  LIERE_ENSURE(p != Precision::bf16 || bf16_gemm_support(&why), "bf16 products on cuda: " << why);
+  LIERE_ENSURE(p != Precision::fp16 || fp16_gemm_support(&why), "fp16 products on cuda: " << why);
   std::lock_guard<std::mutex> lock(g_mutex);
   g_gemm_precision = p;
 }

@@ -105,15 +105,18 @@ void set_tf32(bool on);
 bool tf32();
 
 // The precision of the products of activations and gradients (gemm_act, api.hpp): fp32 (the default: gemm, in the
-// math mode of tf32()) or bf16 (operands rounded to bf16, to nearest even as kernels::to_bf16, multiplied on bf16
-// tensor cores with fp32 accumulation and fp32 output: cublasGemmEx). Process-wide, as the CPU's
-// cpu::set_gemm_precision: set it before training. bf16 needs bf16_gemm_support(); otherwise it throws with the
-// reason and changes nothing.
+// math mode of tf32()), bf16 (operands rounded to bf16, to nearest even as kernels::to_bf16, multiplied on bf16
+// tensor cores with fp32 accumulation and fp32 output: cublasGemmEx) or fp16 (the same with kernels::to_fp16 and
+// fp16 tensor cores; a trainer scales the loss: optim/loss_scale.hpp). Process-wide, as the CPU's
+// cpu::set_gemm_precision: set it before training. bf16 needs bf16_gemm_support(), fp16 fp16_gemm_support();
+// otherwise it throws with the reason and changes nothing.
 void set_gemm_precision(Precision p);
 Precision gemm_precision();
 // Whether the current device runs bf16 GEMMs: a device of compute capability 8.0 (Ampere) or newer. *why (when
 // given) says what is missing ("no CUDA device", or the device and its compute capability). Asks the driver each
 // time (no context is created).
 bool bf16_gemm_support(std::string* why = nullptr);
+// Likewise fp16 GEMMs on tensor cores: compute capability 7.0 (Volta) or newer.
+bool fp16_gemm_support(std::string* why = nullptr);
 
 }  // namespace liere::cuda
