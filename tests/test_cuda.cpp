@@ -766,6 +766,35 @@ double at(const std::vector<float>& x, std::size_t offset, bool trans, Index ld,
 }  // namespace
 
 namespace {
+// A pack of the strided batch at src (on the device as s): `count` (rows, cols) matrices from src + offset +
+// m·stride + r·ld + c, into rows dst_ld apart (0: cols); how many of the device's bits differ from the host's
+// rounding (kernels::to_bf16, or to_fp16 under fp16).
+struct PackShape {
+  Index count, rows, cols, ld, stride, offset = 0, dst_ld = 0;
+};
+Index wrong_pack_bits(Precision prec, const std::vector<float>& src, const Tensor& s, const PackShape& p) {
+  const Index dl = p.dst_ld ? p.dst_ld : p.cols, n = p.count * p.rows * dl;
+  Tensor d(Shape{(n + 1) / 2}, Device::cuda);
+  if (prec == Precision::fp16)
+    cuda::round_to_fp16(s.data() + p.offset, p.rows, p.cols, p.ld, reinterpret_cast<kernels::fp16*>(d.data()),
+                        p.count, p.stride, p.dst_ld);
+  else
+    cuda::round_to_bf16(s.data() + p.offset, p.rows, p.cols, p.ld, reinterpret_cast<kernels::bf16*>(d.data()),
+                        p.count, p.stride, p.dst_ld);
+  const std::vector<float> got_f = d.to_vector();
+  std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
+  std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
+  Index wrong = 0;
+  for (Index m = 0; m < p.count; ++m)
+    for (Index r = 0; r < p.rows; ++r)
+      for (Index c = 0; c < p.cols; ++c) {
+        const float x = src[std::size_t(p.offset + m * p.stride + r * p.ld + c)];
+        wrong += got[std::size_t((m * p.rows + r) * dl + c)] !=
+                 (prec == Precision::fp16 ? kernels::to_fp16(x).bits : kernels::to_bf16(x).bits);
+      }
+  return wrong;
+}
+
 // gemm_act in a bf16 or fp16 run against the exact product of the operands rounded to that precision.
 void check_half_products(Precision prec) {
   // Products of bf16 values are exact in fp32 (8 + 8 significant bits; fp16's 11 + 11), so cuBLAS and the exact
@@ -869,30 +898,13 @@ TEST_CASE("cuda: bf16 products (gemm_act) against the exact product of the bf16-
     // at a time and the row's last cols % 4 one by one: rows of many quads, with a remainder into rows padded as
     // gemm_act pads them (dst_ld), and the one-by-one path where a source is one float off alignment, ld or the
     // stride odd, or the pack's rows 4-byte aligned only (302 values).
-    struct Pack {
-      Index count, rows, cols, ld, stride, offset = 0, dst_ld = 0;
-    };
-    for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40}, Pack{2, 5, 70, 75, 5 * 75}, Pack{4, 3, 100, 100, 0},
-                         Pack{2, 4, 300, 304, 4 * 304 + 8}, Pack{2, 4, 302, 304, 4 * 304 + 8, 0, 304},
-                         Pack{2, 4, 302, 304, 4 * 304 + 8}, Pack{3, 5, 64, 64, 5 * 64, 1},
-                         Pack{3, 5, 64, 64, 5 * 64 + 2}}) {
-      const Index dl = p.dst_ld ? p.dst_ld : p.cols;
+    for (const PackShape p : {PackShape{3, 37, 29, 40, 37 * 40}, PackShape{2, 5, 70, 75, 5 * 75},
+                              PackShape{4, 3, 100, 100, 0}, PackShape{2, 4, 300, 304, 4 * 304 + 8},
+                              PackShape{2, 4, 302, 304, 4 * 304 + 8, 0, 304}, PackShape{2, 4, 302, 304, 4 * 304 + 8},
+                              PackShape{3, 5, 64, 64, 5 * 64, 1}, PackShape{3, 5, 64, 64, 5 * 64 + 2}}) {
       INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride
-                    << " offset " << p.offset << " dst_ld " << dl);
-      const Index n = p.count * p.rows * dl;
-      Tensor d(Shape{(n + 1) / 2}, Device::cuda);
-      cuda::round_to_bf16(s.data() + p.offset, p.rows, p.cols, p.ld, reinterpret_cast<kernels::bf16*>(d.data()),
-                          p.count, p.stride, p.dst_ld);
-      const std::vector<float> got_f = d.to_vector();
-      std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
-      std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
-      Index wrong = 0;
-      for (Index m = 0; m < p.count; ++m)
-        for (Index r = 0; r < p.rows; ++r)
-          for (Index c = 0; c < p.cols; ++c)
-            wrong += got[std::size_t((m * p.rows + r) * dl + c)] !=
-                     kernels::to_bf16(src[std::size_t(p.offset + m * p.stride + r * p.ld + c)]).bits;
-      CHECK(wrong == 0);
+                    << " offset " << p.offset << " dst_ld " << p.dst_ld);
+      CHECK(wrong_pack_bits(Precision::bf16, src, s, p) == 0);
     }
     const Index count = 3, rows = 37, cols = 29, ld = 40, stride = 37 * 40;
     // Into a pack with rows padded to 32 values (gemm_act's 16-byte rows): every value at its padded place, the
@@ -955,26 +967,11 @@ TEST_CASE("cuda: fp16 products (gemm_act) against the exact product of the fp16-
   std::vector<float> src(bits.size());
   std::memcpy(src.data(), bits.data(), bits.size() * 4);
   const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
-  struct Pack {
-    Index count, rows, cols, ld, stride, dst_ld;
-  };
-  for (const Pack p : {Pack{3, 37, 29, 40, 37 * 40, 32}, Pack{2, 5, 70, 75, 5 * 75, 70}, Pack{4, 3, 100, 100, 0, 104}}) {
+  for (const PackShape p : {PackShape{3, 37, 29, 40, 37 * 40, 0, 32}, PackShape{2, 5, 70, 75, 5 * 75, 0, 70},
+                            PackShape{4, 3, 100, 100, 0, 0, 104}}) {
     INFO("count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld << " stride " << p.stride
                   << " dst_ld " << p.dst_ld);
-    const Index n = p.count * p.rows * p.dst_ld;
-    Tensor d(Shape{(n + 1) / 2}, Device::cuda);
-    cuda::round_to_fp16(s.data(), p.rows, p.cols, p.ld, reinterpret_cast<kernels::fp16*>(d.data()), p.count,
-                        p.stride, p.dst_ld);
-    const std::vector<float> got_f = d.to_vector();
-    std::vector<std::uint16_t> got(static_cast<std::size_t>(n));
-    std::memcpy(got.data(), got_f.data(), std::size_t(n) * 2);
-    Index wrong = 0;
-    for (Index m = 0; m < p.count; ++m)
-      for (Index r = 0; r < p.rows; ++r)
-        for (Index c = 0; c < p.cols; ++c)
-          wrong += got[std::size_t((m * p.rows + r) * p.dst_ld + c)] !=
-                   kernels::to_fp16(src[std::size_t(m * p.stride + r * p.ld + c)]).bits;
-    CHECK(wrong == 0);
+    CHECK(wrong_pack_bits(Precision::fp16, src, s, p) == 0);
   }
   check_half_products(Precision::fp16);
   case_label().clear();
