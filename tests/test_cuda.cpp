@@ -865,9 +865,10 @@ void check_half_products(Precision prec) {
         CHECK_ERR(worst, 1.0);
         CHECK(untouched_wrong == 0);
         // The operands were rounded: against the unrounded product the error exceeds even the CPU's (rounded-sum)
-        // bound tenfold (bf16 rounding is 2⁻⁹ relative per operand, ~10⁴ u; fp16's 2⁻¹², ~10³ u), unless it is a
-        // single term (K = 1).
-        if (c.K > 1) CHECK(unrounded > 10);
+        // bound (an fp32 product on tensor cores stays within twice it) tenfold for bf16 (2⁻⁹ relative per operand,
+        // ~10⁴ u), unless it is a single term (K = 1). fp16 rounds 8× finer: its largest ratio here is 3.5 at the
+        // least (K = 300, 200 seeds in numpy), over 9.8 for K ≤ 192; so 2.5 for fp16.
+        if (c.K > 1) CHECK(unrounded > (prec == Precision::fp16 ? 2.5 : 10.0));
       }
 }
 
@@ -987,7 +988,8 @@ TEST_CASE("cuda: linear and patch embedding in bf16 and fp16 round every product
   // by about that. The bias and its gradient are fp32 sums on both sides: compared with the unrounded run. With
   // cuBLASLt's epilogues on (the forward's bias in the GEMM on the packs) and off (bias kernel, then the GEMM); how
   // often the epilogue ran is printed.
-  // fp16 the same (written 2026-11-26 without a GPU): its rounding is 8× finer than bf16's, still > 10 kOpTol here.
+  // fp16 the same (written 2026-11-26 without a GPU): its rounding is 8× finer than bf16's; against the unrounded
+  // values these shapes' tensors still differ by 1.6e-4 at the least (numpy, 100 seeds), above 10 kOpTol.
   struct OpCase {
     std::string name;
     std::vector<Shape> shapes;
