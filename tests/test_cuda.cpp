@@ -1180,7 +1180,7 @@ TEST_CASE("cuda: attention's bf16 operands rounded once (set_attention_packs) gi
   // dS once) against the same step with gemm_act rounding both operands of each product head by head: the same
   // roundings of the same values into the same products, so only cuBLAS's order of the fp32 sums may differ
   // (kStepTol, as the device against the CPU in fp32); a pack read at a wrong head, sample or row length would be
-  // O(1) off. And the packed step does fewer conversions (bf16_conversions), so the packs did run.
+  // O(1) off. And the packed step does fewer conversions (conversions_16), so the packs did run.
   std::string why;
   if (!cuda::bf16_gemm_support(&why)) {
     WARN("skipped: " << why);
@@ -1197,9 +1197,9 @@ TEST_CASE("cuda: attention's bf16 operands rounded once (set_attention_packs) gi
     for (int r = 0; r < 2; ++r) {  // 0: per product, 1: packed once
       Bf16Products bf16;
       cuda::set_attention_packs(r == 1);
-      const std::int64_t before = cuda::bf16_conversions();
+      const std::int64_t before = cuda::conversions_16();
       run[r] = vit_step(cfg, Device::cuda);
-      conversions[r] = cuda::bf16_conversions() - before;
+      conversions[r] = cuda::conversions_16() - before;
     }
     std::cout << "  " << case_label() << ": " << conversions[0] << " bf16 conversions per product, " << conversions[1]
               << " with attention's packs\n";

@@ -338,7 +338,8 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   st.loss = l;
   if (loss_scale_) {  // every rank holds the same summed gradients: the same decision everywhere
     const double scale = loss_scale_->scale();
-    const bool finite = optim::unscale_grads(params_.all(), scale);
+    const bool finite = optim::unscale_grads(  // and clipped, in the same pass
+        params_.all(), scale, opt_.clip > 0 ? opt_.clip : std::numeric_limits<double>::infinity());
     try {
       st.skipped = !loss_scale_->update(!finite, step + 1);
     } catch (const Error& e) {
@@ -350,7 +351,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     }
   }
   try {
-    if (opt_.clip > 0) optim::clip_grad_norm(params_.all(), opt_.clip);
+    if (opt_.clip > 0 && !loss_scale_) optim::clip_grad_norm(params_.all(), opt_.clip);
     adam_->set_lr(lr);
     adam_->step();
     params_.zero_grad();

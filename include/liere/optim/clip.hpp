@@ -7,6 +7,7 @@
 // diverging run stops with a clear message instead of training on NaNs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <liere/autodiff/tape.hpp>
@@ -62,6 +63,18 @@ inline void check_finite_loss(double loss, std::int64_t step = -1) {
                                                        << ": stopping (lower the learning rate, or clip gradients)");
 }
 
+// Every gradient × factor · min(1, max_norm / (norm + 1e-6)), norm the gradients' norm as clipping sees it (max_norm
+// ∞: no clipping, × factor alone): one pass per run of parameters, none when the product is 1. clip_grad_norm with
+// factor 1; a loss-scaled step (loss_scale.hpp) unscales and clips in the same pass.
+template <class S>
+void scale_grads(const std::vector<ParameterT<S>>& params, double norm, double max_norm, double factor = 1.0) {
+  const double coef = factor * std::min(1.0, max_norm / (norm + 1e-6));
+  if (coef != 1.0)
+    for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
+      LIERE_DISPATCH(S, dev, scale_many, xs, ns, count, S(coef));
+    });
+}
+
 // Clips in place; returns the norm before clipping. Non-finite gradients throw (error_if_nonfinite).
 template <class S>
 double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm, bool error_if_nonfinite = true,
@@ -71,11 +84,7 @@ double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm,
     if (error_if_nonfinite) check_finite_grads(params, step);
     return norm;
   }
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0)
-    for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
-      LIERE_DISPATCH(S, dev, scale_many, xs, ns, count, S(coef));
-    });
+  scale_grads(params, norm, max_norm);
   return norm;
 }
 

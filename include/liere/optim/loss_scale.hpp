@@ -11,9 +11,10 @@
 //   * an overflow storm: when s falls below floor, update() throws liere::Error naming the step, the scale, the
 //     overflowing steps in a row, and suggesting --precision bf16 (fp32's range: it needs no loss scaling);
 //   * counters for the metrics: skipped (overflow steps), growths; metrics() as (key, value) pairs.
-// unscale_grads(params, s) is the trainer's side on any device: one norm of the scaled gradients (grad_norm: one
-// read of each device) says whether one overflowed; if none did, every gradient × 1/s (scale_many), exact while s
-// is a power of two (the trainers require one; growth 2 and backoff ½ keep it one).
+// unscale_grads(params, s, max_norm) is the trainer's side on any device: one norm of the scaled gradients
+// (grad_norm: one read of each device) says whether one overflowed; if none did, every gradient × 1/s, clipped to
+// max_norm in the same pass (scale_grads, clip.hpp), exact while s is a power of two (the trainers require one;
+// growth 2 and backoff ½ keep it one): the same bits as unscaling, then clip_grad_norm.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <liere/core/config.hpp>
 #include <liere/core/index.hpp>
 #include <liere/optim/clip.hpp>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,15 +98,15 @@ class DynamicLossScale {
   std::int64_t good_run_ = 0, overflow_run_ = 0, skipped_ = 0, growths_ = 0;
 };
 
-// The gradients of params, those of a loss scaled by `scale`, divided by it in place; false (and untouched) when
-// one of them is ±∞ or NaN: an overflow step for DynamicLossScale::update.
+// The gradients of params, those of a loss scaled by `scale`, divided by it in place and clipped to max_norm (∞: not
+// clipped); false (and untouched) when one of them is ±∞ or NaN: an overflow step for DynamicLossScale::update. The
+// scaled norm over `scale` is the unscaled norm exactly (squares summed in double, sqrt correctly rounded).
 template <class S>
-bool unscale_grads(const std::vector<ParameterT<S>>& params, double scale) {
-  if (!std::isfinite(grad_norm(params))) return false;
-  if (scale != 1.0)
-    for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
-      LIERE_DISPATCH(S, dev, scale_many, xs, ns, count, S(1.0 / scale));
-    });
+bool unscale_grads(const std::vector<ParameterT<S>>& params, double scale,
+                   double max_norm = std::numeric_limits<double>::infinity()) {
+  const double norm = grad_norm(params);
+  if (!std::isfinite(norm)) return false;
+  scale_grads(params, norm / scale, max_norm, 1.0 / scale);
   return true;
 }
 

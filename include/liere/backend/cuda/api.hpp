@@ -160,11 +160,16 @@ void round_to_fp16(const float* src, Index rows, Index cols, Index ld, kernels::
 // dimensions and batch strides in bf16 elements; cublasGemmEx / cublasGemmStridedBatchedEx, fp32 accumulation and C.
 void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
                const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
-// The row length gemm_act gives its bf16 packs: cols rounded up to 8 values (16 bytes).
+// The row length gemm_act gives its bf16 and fp16 packs: cols rounded up to 8 values (16 bytes).
 Index bf16_pack_ld(Index cols);
-// How many conversions (round_to_bf16 calls with something to round) since the start: what a bf16 step costs in
-// conversions, for the tests and profiles.
-std::int64_t bf16_conversions();
+// gemm_act's pack of an operand: `count` (rows, cols) matrices at src + i·stride, rows ld apart (one matrix when
+// stride is 0), rounded to bf16, or fp16 when p is fp16, into a pool block with rows bf16_pack_ld(cols) apart and
+// matrices rows times that apart.
+DeviceBlock pack_16(const float* src, Index rows, Index cols, Index ld, Precision p, Index count = 1,
+                    Index stride = 0);
+// How many conversions (round_to_bf16 and round_to_fp16 calls with something to round) since the start: what a
+// 16-bit step costs in conversions, for the tests and profiles.
+std::int64_t conversions_16();
 
 // ---- what attention and the rotation tables show besides their ops ---------------------------------------------
 // The probabilities (B, H, T, T) of the last forward, copied to the host (empty when there was none; an error

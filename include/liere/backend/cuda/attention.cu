@@ -74,9 +74,8 @@ struct State {
   DeviceBlock qh, kh, vh, p;  // q̂ (B, H, T, D); k̂, v (B, H, TP, D) with TP = scores_ld(T); P (B, H, T, TP)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
   // Under set_attention_packs in a bf16 run: q̂, k̂, v, P rounded to bf16 by the forward, rows bf16_pack_ld(D) and
-  // bf16_pack_ld(TP) apart (pd, pp), for the backward.
+  // bf16_pack_ld(TP) apart, for the backward.
   DeviceBlock qh16, kh16, vh16, p16;
-  Index pd = 0, pp = 0;
   AttentionShape s;
   int tp = 0;  // the padded keys of that forward (scores_ld)
   bool transformed = false;
@@ -86,12 +85,6 @@ struct State {
   }
 };
 
-// `rows` rows of `cols` values (ld apart) rounded to bf16 into a block, rows bf16_pack_ld(cols) apart.
-DeviceBlock pack_rows(const float* src, Index rows, Index cols, Index ld) {
-  DeviceBlock b(std::size_t(rows * bf16_pack_ld(cols)) * sizeof(kernels::bf16));
-  round_to_bf16(src, rows, cols, ld, b.get<kernels::bf16>(), 1, 0, bf16_pack_ld(cols));
-  return b;
-}
 const kernels::bf16* bf(const DeviceBlock& b) { return b.get<kernels::bf16>(); }
 
 DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
@@ -362,7 +355,8 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const Index pd = bf16_pack_ld(D), pp = bf16_pack_ld(TP);
   DeviceBlock qh16, kh16, vh16, p16;
   if (packs) {
-    qh16 = pack_rows(qh, Index(B) * H * T, D, D), kh16 = pack_rows(kh, Index(B) * H * TP, D, D);
+    qh16 = pack_16(qh, Index(B) * H * T, D, D, Precision::bf16);
+    kh16 = pack_16(kh, Index(B) * H * TP, D, D, Precision::bf16);
     gemm_bf16(false, true, TI, TPI, DI, scale, bf(qh16), pd, bf(kh16), pd, 0.f, p, TP, {BH, T * pd, TP * pd, TT});
   } else {
     gemm_act(false, true, TI, TPI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TPD, TT});
@@ -377,7 +371,8 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   if (packs) {  // head h of sample b: P at (b·H + h)·T rows of the pack, V at (b·H + h)·TP
-    p16 = pack_rows(p, Index(B) * H * T, TP, TP), vh16 = pack_rows(vh, Index(B) * H * TP, D, D);
+    p16 = pack_16(p, Index(B) * H * T, TP, TP, Precision::bf16);
+    vh16 = pack_16(vh, Index(B) * H * TP, D, D, Precision::bf16);
     for (int h = 0; h < H; ++h)
       gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(p16) + h * T * pp, pp, bf(vh16) + h * TP * pd, pd, 0.f,
                 out + h * D, HD, {BI, H * T * pp, H * TP * pd, THD});
@@ -393,7 +388,6 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     st.qh = std::move(qhb), st.kh = std::move(khb), st.vh = std::move(vhb);
     st.xq = std::move(xqb), st.xk = std::move(xkb);
     st.qh16 = std::move(qh16), st.kh16 = std::move(kh16), st.vh16 = std::move(vh16), st.p16 = std::move(p16);
-    st.pd = pd, st.pp = pp;
   }
   if (a.backward || a.keep_probs) st.p = std::move(pb);
 }  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
@@ -421,8 +415,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   if (st.p16) {  // the forward's packs (set_attention_packs), dO and dS rounded once each
-    const Index pd = st.pd, pp = st.pp, po = bf16_pack_ld(HD);
-    const DeviceBlock dO16 = pack_rows(dout, Index(B) * T, HD, HD);
+    const Index pd = bf16_pack_ld(D), pp = bf16_pack_ld(TP), po = bf16_pack_ld(HD);  // the forward's row lengths
+    const DeviceBlock dO16 = pack_16(dout, Index(B) * T, HD, HD, Precision::bf16);
     for (int h = 0; h < H; ++h) {  // head h of sample b: dO at b·T rows of its pack, h·D columns in
       const kernels::bf16* dO = bf(dO16) + h * D;
       if (dv)
@@ -432,7 +426,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
                 {BI, T * po, H * TP * pd, HTP});
     }
     LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
-    const DeviceBlock dS16 = pack_rows(dp, Index(B) * H * T, TP, TP);
+    const DeviceBlock dS16 = pack_16(dp, Index(B) * H * T, TP, TP, Precision::bf16);
     gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(dS16), pp, bf(st.kh16), pd, 0.f, dqh, DI, {BH, T * pp, TP * pd, TD});
     gemm_bf16(true, false, TPI, DI, TI, 1.f, bf(dS16), pp, bf(st.qh16), pd, 0.f, dkh, DI, {BH, T * pp, T * pd, TPD});
   } else {

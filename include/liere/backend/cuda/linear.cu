@@ -103,7 +103,7 @@ Index bf16_pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
 namespace {
 std::atomic<std::int64_t> g_conversions{0};
 }  // namespace
-std::int64_t bf16_conversions() { return g_conversions.load(); }
+std::int64_t conversions_16() { return g_conversions.load(); }
 
 namespace {
 template <bool Half>
@@ -132,6 +132,16 @@ void round_to_fp16(const float* src, Index rows, Index cols, Index ld, kernels::
   round_to_16<true>(src, rows, cols, ld, reinterpret_cast<std::uint16_t*>(dst), count, stride, dst_ld);
 }
 
+DeviceBlock pack_16(const float* src, Index rows, Index cols, Index ld, Precision p, Index count, Index stride) {
+  const Index ld16 = bf16_pack_ld(cols), n = stride == 0 ? 1 : count;
+  DeviceBlock b(std::size_t(n * rows * ld16) * sizeof(std::uint16_t));
+  if (p == Precision::fp16)
+    round_to_fp16(src, rows, cols, ld, b.get<kernels::fp16>(), n, stride, ld16);
+  else
+    round_to_bf16(src, rows, cols, ld, b.get<kernels::bf16>(), n, stride, ld16);
+  return b;
+}
+
 namespace {
 // One operand of a 16-bit product (bf16, or fp16 in an fp16 run: gemm_precision()), rounded into a pool block:
 // `count` stored (rows, cols) matrices (one when the batch shares it: stride 0), rows ld = bf16_pack_ld(cols) apart
@@ -147,18 +157,14 @@ bool half_products() {
   const Precision p = gemm_precision();
   return p == Precision::bf16 || p == Precision::fp16;
 }
-Pack16 pack_16(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
+// The operand in the run's precision (gemm_precision()).
+Pack16 pack_operand(const float* src, Index rows, Index cols, Index ld, Index count = 1, Index stride = 0) {
+  const Precision prec = gemm_precision();
   Pack16 p;
   p.ld = bf16_pack_ld(cols);
-  const Index n = stride == 0 ? 1 : count;
   p.stride = stride == 0 ? 0 : rows * p.ld;
-  p.block = DeviceBlock(std::size_t(n * rows * p.ld) * sizeof(std::uint16_t));
-  if (gemm_precision() == Precision::fp16) {
-    p.type = CUDA_R_16F;
-    round_to_fp16(src, rows, cols, ld, p.block.get<kernels::fp16>(), n, stride, p.ld);
-  } else {
-    round_to_bf16(src, rows, cols, ld, p.block.get<kernels::bf16>(), n, stride, p.ld);
-  }
+  p.type = prec == Precision::fp16 ? CUDA_R_16F : CUDA_R_16BF;
+  p.block = pack_16(src, rows, cols, ld, prec, count, stride);
   return p;
 }
 
@@ -211,8 +217,8 @@ void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const fl
                                   << ", " << ldc << ") too small for M=" << M << " N=" << N << " K=" << K);
   // Stored shapes: A is (M, K), or (K, M) when ta; B is (K, N), or (N, K) when tb.
   const Index count = batch.count == 0 ? 1 : batch.count;
-  const Pack16 a = pack_16(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
-               b = pack_16(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
+  const Pack16 a = pack_operand(A, ta ? K : M, ta ? M : K, lda, count, batch.a),
+               b = pack_operand(B, tb ? N : K, tb ? K : N, ldb, count, batch.b);
   gemm_packs(ta, tb, M, N, K, alpha, a, b, beta, C, ldc, batch);
 }
 
@@ -348,7 +354,7 @@ bool fused_linear_forward(const float* x, const float* w, const float* b, float*
   if (!half_products())
     return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
                      const_cast<float*>(b));
-  const Pack16 x16 = pack_16(x, N, C, C), w16 = pack_16(w, OC, C, C);
+  const Pack16 x16 = pack_operand(x, N, C, C), w16 = pack_operand(w, OC, C, C);
   const int lx = blas_int(x16.ld, op, "ld of the 16-bit pack");
   if (lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w16.get(), lx, x16.get(), lx, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
                 const_cast<float*>(b), x16.type))
@@ -409,9 +415,9 @@ void Ops::linear_backward(const float* x, const float* w, const float* dy, float
   check_linear(N, C, OC);
   if (half_products() && dx && dw && N > 0 && C > 0 && OC > 0) {
     // dy is op(A) of both products, stored (N, OC) in both: rounded to 16 bits once.
-    const Pack16 dy16 = pack_16(dy, N, OC, OC);
-    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_16(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
-    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_16(x, N, C, C), 1.f, dw, C);
+    const Pack16 dy16 = pack_operand(dy, N, OC, OC);
+    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_operand(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
+    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_operand(x, N, C, C), 1.f, dw, C);
     if (db) colsum_accumulate(dy, N, OC, OC, db);
     return;
   }
