@@ -33,7 +33,8 @@
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16), LIERE_GPU_ENCODINGS (the compare's encodings:
 # abs,rope-mixed,liere8,liere64), LIERE_GPU_TORCH (1; 0: the compare without PyTorch, liere's side only: a quick
-# check of a change on a few device minutes),
+# check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
+# epilogues, packs; all four, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
 # every part that ran passed.
@@ -48,6 +49,7 @@ encodings=${LIERE_GPU_ENCODINGS:-abs,rope-mixed,liere8,liere64}
 no_torch=()
 [ "${LIERE_GPU_TORCH:-1}" = 0 ] && no_torch=(--no-torch)
 profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
+ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
@@ -119,10 +121,16 @@ if part compare; then
       echo "$var=$g" $line
     done | tee -a "$out/gpu_compare.log"
   }
-  ab LIERE_CUDA_ROTATE_GEMMS 64 "LieRE-64 rotations: GEMMs (1) against element kernels (0)"
-  ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention keys: padded to a multiple of 4 (1) against T (0)"
-  ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
-  ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
+  abs_on=",$ab_switches,"
+  [[ $abs_on == *,rotate,* ]] &&
+    ab LIERE_CUDA_ROTATE_GEMMS 64 "LieRE-64 rotations: GEMMs (1) against element kernels (0)"
+  [[ $abs_on == *,pad,* ]] &&
+    ab LIERE_CUDA_PAD_SCORES 8 "LieRE-8 attention keys: padded to a multiple of 4 (1) against T (0)"
+  [[ $abs_on == *,epilogues,* ]] &&
+    ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
+  [[ $abs_on == *,packs,* ]] &&
+    ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
+  true
 fi
 
 if part profile; then

@@ -1057,6 +1057,52 @@ TEST_CASE("cuda: linear and patch embedding in bf16 and fp16 round every product
   case_label().clear();
 }
 
+TEST_CASE("cuda: a 16-bit linear backward reuses its forward's rounded x and W, and rounds others afresh",
+          "[cuda][bf16][parity]") {
+  // In a bf16 (fp16) run the linear forward keeps its packs of x and W (OpState) and the backward reuses them: one
+  // conversion there (dy) instead of three, and the same gradients as a backward that rounds x and W again (the same
+  // roundings of the same values: only cuBLAS's summation order could differ, kOpTol). A backward handed other
+  // buffers than the forward's rounds those (a stale pack would give the gradient of the wrong x: O(1) off).
+  const Index N = 300, C = 48, OC = 40;
+  for (const Precision prec : {Precision::bf16, Precision::fp16}) {
+    std::string why;
+    if (!(prec == Precision::bf16 ? cuda::bf16_gemm_support(&why) : cuda::fp16_gemm_support(&why))) {
+      WARN("skipped " << to_string(prec) << ": " << why);
+      continue;
+    }
+    INFO(to_string(prec));
+    Bf16Products half(prec);
+    const Tensor x = Tensor::from(Shape{N, C}, randn(N * C, 41), Device::cuda),
+                 x2 = Tensor::from(Shape{N, C}, randn(N * C, 42), Device::cuda),
+                 w = Tensor::from(Shape{OC, C}, randn(OC * C, 43), Device::cuda),
+                 b = Tensor::from(Shape{OC}, randn(OC, 44), Device::cuda),
+                 dy = Tensor::from(Shape{N, OC}, randn(N * OC, 45), Device::cuda);
+    Tensor y(Shape{N, OC}, Device::cuda);
+    OpState keep;
+    cuda::Ops::linear_forward(x.data(), w.data(), b.data(), y.data(), N, C, OC, &keep);
+    REQUIRE(keep);
+    // runs: 0 with the kept packs, 1 without, 2 kept packs of x but the backward handed x2, 3 x2 without packs
+    std::vector<float> dx[4], dw[4];
+    std::int64_t conversions[4];
+    for (int r = 0; r < 4; ++r) {
+      Tensor gx(Shape{N, C}, Device::cuda), gw = Tensor::from(Shape{OC, C}, std::vector<float>(OC * C, 0.f), Device::cuda),
+                                             gb = Tensor::from(Shape{OC}, std::vector<float>(OC, 0.f), Device::cuda);
+      const std::int64_t before = cuda::conversions_16();
+      cuda::Ops::linear_backward(r < 2 ? x.data() : x2.data(), w.data(), dy.data(), gx.data(), gw.data(), gb.data(),
+                                 N, C, OC, true, r % 2 == 0 ? &keep : nullptr);
+      conversions[r] = cuda::conversions_16() - before;
+      dx[r] = gx.to_vector(), dw[r] = gw.to_vector();
+    }
+    CHECK(conversions[0] == 1);  // dy
+    CHECK(conversions[1] == 3);  // dy, W, x
+    CHECK(conversions[2] == 2);  // dy, x2 (W kept)
+    CHECK_ERR(scaled_err(dx[0], dx[1]), kOpTol);
+    CHECK_ERR(scaled_err(dw[0], dw[1]), kOpTol);
+    CHECK_ERR(scaled_err(dw[2], dw[3]), kOpTol);
+    CHECK(scaled_err(dw[2], dw[0]) > 0.1);  // the gradient of x2, not of the kept x
+  }
+}
+
 TEST_CASE("cuda: linear and patch embedding with cuBLASLt's bias epilogues match the CPU, and without them",
           "[cuda][parity][epilogue]") {
   // The bias in the forward GEMM (CUBLASLT_EPILOGUE_BIAS) and its gradient in the weight-gradient GEMM (BGRADB),
@@ -1174,37 +1220,41 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 and fp16 stay close
   case_label().clear();
 }
 
-TEST_CASE("cuda: attention's bf16 operands rounded once (set_attention_packs) give the per-product roundings",
+TEST_CASE("cuda: attention's bf16 and fp16 operands rounded once (set_attention_packs) give the per-product roundings",
           "[cuda][bf16][parity]") {
-  // A bf16 ViT step with attention's operands packed once (q̂, k̂, V, P in the forward, kept for the backward; dO and
-  // dS once) against the same step with gemm_act rounding both operands of each product head by head: the same
-  // roundings of the same values into the same products, so only cuBLAS's order of the fp32 sums may differ
-  // (kStepTol, as the device against the CPU in fp32); a pack read at a wrong head, sample or row length would be
-  // O(1) off. And the packed step does fewer conversions (conversions_16), so the packs did run.
-  std::string why;
-  if (!cuda::bf16_gemm_support(&why)) {
-    WARN("skipped: " << why);
-    return;
-  }
+  // A bf16 (fp16) ViT step with attention's operands packed once (q̂, k̂, V, P in the forward, kept for the backward;
+  // dO and dS once) against the same step with gemm_act rounding both operands of each product head by head: the
+  // same roundings of the same values into the same products, so only cuBLAS's order of the fp32 sums may differ
+  // (kStepTol, as the device against the CPU in fp32); a pack read at a wrong head, sample or row length, or of the
+  // other 16-bit type, would be O(1) off. And the packed step does fewer conversions (conversions_16), so the packs
+  // did run.
   const bool was = cuda::attention_packs_on();
-  for (const auto& [pe, block, head_dim] : {std::tuple{"liere", 8, 16}, std::tuple{"liere", 3, 12},
-                                            std::tuple{"absolute", 0, 8}, std::tuple{"rope-mixed", 0, 8}}) {
-    INFO("pe " << pe << " block " << block << " head_dim " << head_dim);
-    case_label() = std::string(pe) + " block " + std::to_string(block) + " head_dim " + std::to_string(head_dim);
-    const nn::VitConfig cfg = vit_config(pe, block, head_dim);
-    VitStep run[2];
-    std::int64_t conversions[2];
-    for (int r = 0; r < 2; ++r) {  // 0: per product, 1: packed once
-      Bf16Products bf16;
-      cuda::set_attention_packs(r == 1);
-      const std::int64_t before = cuda::conversions_16();
-      run[r] = vit_step(cfg, Device::cuda);
-      conversions[r] = cuda::conversions_16() - before;
+  for (const Precision prec : {Precision::bf16, Precision::fp16}) {
+    std::string why;
+    if (!(prec == Precision::bf16 ? cuda::bf16_gemm_support(&why) : cuda::fp16_gemm_support(&why))) {
+      WARN("skipped " << to_string(prec) << ": " << why);
+      continue;
     }
-    std::cout << "  " << case_label() << ": " << conversions[0] << " bf16 conversions per product, " << conversions[1]
-              << " with attention's packs\n";
-    CHECK(conversions[1] < conversions[0]);
-    check_vit_step(run[1], run[0], kStepTol);
+    for (const auto& [pe, block, head_dim] : {std::tuple{"liere", 8, 16}, std::tuple{"liere", 3, 12},
+                                              std::tuple{"absolute", 0, 8}, std::tuple{"rope-mixed", 0, 8}}) {
+      INFO(to_string(prec) << " pe " << pe << " block " << block << " head_dim " << head_dim);
+      case_label() = std::string(to_string(prec)) + " " + pe + " block " + std::to_string(block) + " head_dim " +
+                     std::to_string(head_dim);
+      const nn::VitConfig cfg = vit_config(pe, block, head_dim);
+      VitStep run[2];
+      std::int64_t conversions[2];
+      for (int r = 0; r < 2; ++r) {  // 0: per product, 1: packed once
+        Bf16Products half(prec);
+        cuda::set_attention_packs(r == 1);
+        const std::int64_t before = cuda::conversions_16();
+        run[r] = vit_step(cfg, Device::cuda);
+        conversions[r] = cuda::conversions_16() - before;
+      }
+      std::cout << "  " << case_label() << ": " << conversions[0] << " conversions per product, " << conversions[1]
+                << " with attention's packs\n";
+      CHECK(conversions[1] < conversions[0]);
+      check_vit_step(run[1], run[0], kStepTol);
+    }
   }
   cuda::set_attention_packs(was);
   case_label().clear();

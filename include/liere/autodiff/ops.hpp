@@ -46,18 +46,21 @@ VarT<S> linear(TapeT<S>& tape, const VarT<S>& x, const VarT<S>& w, const VarT<S>
   const Device dev = same_device("linear", x, w, b);
   VarT<S> y = tape.output(x.shape().with(-1, OC), x, w, b);
   const S* bias = b.defined() ? b.data() : nullptr;
-  LIERE_DISPATCH(S, dev, linear_forward, x.data(), w.data(), bias, y.data(), N, C, OC);
+  OpState keep;  // what the backend's forward keeps for the backward (a bf16 run's rounded operands on cuda)
+  LIERE_DISPATCH(S, dev, linear_forward, x.data(), w.data(), bias, y.data(), N, C, OC,
+                 y.requires_grad() ? &keep : nullptr);
   if (y.requires_grad()) {
     TensorT<S> xv = w.requires_grad() ? x.value() : TensorT<S>();  // only dW needs x
     TensorT<S> wv = x.requires_grad() ? w.value() : TensorT<S>();  // only dx needs W
-    tape.push([xv, wv, gx = x.grad_ref(), gw = w.grad_ref(), gb = b.grad_ref(), gy = y.grad_ref(), N, C, OC, dev] {
+    tape.push([xv, wv, keep, gx = x.grad_ref(), gw = w.grad_ref(), gb = b.grad_ref(), gy = y.grad_ref(), N, C, OC,
+               dev] {
       const S* dy = gy.get();
       if (!dy) return;
       bool fresh = false;
       S* dx = gx.acc_fresh(fresh);
       S* dw = gw.acc();
       S* db = gb.acc();
-      LIERE_DISPATCH(S, dev, linear_backward, xv.data(), wv.data(), dy, dx, dw, db, N, C, OC, fresh);
+      LIERE_DISPATCH(S, dev, linear_backward, xv.data(), wv.data(), dy, dx, dw, db, N, C, OC, fresh, &keep);
     });
   }
   return y;

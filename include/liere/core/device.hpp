@@ -6,6 +6,7 @@
 #pragma once
 
 #include <liere/core/config.hpp>
+#include <memory>
 #include <string>
 
 namespace liere {
@@ -21,5 +22,10 @@ inline Device parse_device(const std::string& s) {
   LIERE_ENSURE(false, "unknown device '" << s << "'; allowed: cpu, cuda");
   return Device::cpu;
 }
+
+// What a backend's forward of an op may keep for the same op's backward, opaque to the engine: the tape's closure
+// holds it between the two passes (a bf16 run's linear layer keeps its operands rounded once; the CPU keeps
+// nothing). Empty when nothing was kept.
+using OpState = std::shared_ptr<void>;
 
 }  // namespace liere

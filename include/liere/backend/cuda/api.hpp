@@ -90,9 +90,12 @@ struct Ops {
                                  float* dx, float* dg, float* db, float* scratch, Index N, Index C);
 
   // ---- on cuBLAS: linear layers, patch embedding (linear.cu) ---------------------------------------------------
-  static void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC);
+  // keep (nullptr: no backward follows): in a bf16 or fp16 run, x and W rounded once, for the backward's products
+  // (kept, that forward's keep).
+  static void linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC,
+                             OpState* keep = nullptr);
   static void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
-                              Index C, Index OC, bool overwrite_dx = false);
+                              Index C, Index OC, bool overwrite_dx = false, const OpState* kept = nullptr);
   static void patch_embed_forward(const float* x, const float* w, const float* bias, float* scratch, float* y,
                                   const PatchGeometry& g, Index D);
   static void patch_embed_backward(const float* x, const float* w, const float* dy, float* scratch, float* dx,
@@ -155,11 +158,12 @@ void round_to_bf16(const float* src, Index rows, Index cols, Index ld, kernels::
 // The same rounded to fp16 (kernels::to_fp16): the packs of an fp16 run.
 void round_to_fp16(const float* src, Index rows, Index cols, Index ld, kernels::fp16* dst, Index count = 1,
                    Index stride = 0, Index dst_ld = 0);
-// gemm_act's product on operands already rounded (round_to_bf16) for an operand that feeds several products and
-// is rounded once (attention's packs under set_attention_packs): gemm's arguments with bf16 A and B, their leading
-// dimensions and batch strides in bf16 elements; cublasGemmEx / cublasGemmStridedBatchedEx, fp32 accumulation and C.
-void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
-               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
+// gemm_act's product on operands already rounded to 16 bits (pack_16) for an operand that feeds several products
+// and is rounded once (attention's packs under set_attention_packs): gemm's arguments with A and B of precision p
+// (bf16 or fp16), their leading dimensions and batch strides in 16-bit elements; cublasGemmEx /
+// cublasGemmStridedBatchedEx, fp32 accumulation and C.
+void gemm_packed(Precision p, bool ta, bool tb, Index M, Index N, Index K, float alpha, const std::uint16_t* A,
+                 Index lda, const std::uint16_t* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch = {});
 // The row length gemm_act gives its bf16 and fp16 packs: cols rounded up to 8 values (16 bytes).
 Index bf16_pack_ld(Index cols);
 // gemm_act's pack of an operand: `count` (rows, cols) matrices at src + i·stride, rows ld apart (one matrix when
@@ -185,11 +189,11 @@ std::size_t attention_state_bytes(const AttentionState& state);
 // kernels (off; also LIERE_CUDA_ROTATE_GEMMS=0 in the environment): test_cuda compares the two, a profile can too.
 void set_rotate_gemms(bool on);
 bool rotate_gemms_on();
-// In a bf16 run, attention's operands rounded once each (off by default: written 2026-11-26 without a GPU, not yet
-// run on one; on with set_attention_packs(true) or LIERE_CUDA_ATTENTION_PACKS=1 in the environment): q̂, k̂, V and P
-// packed whole in the forward and kept for the backward, dO and dS packed once there, every head's product reading
-// its view of the pack (gemm_bf16). Off: gemm_act rounds both operands of each product, head by head (24
-// conversions a ViT-Tiny layer against 6). test_cuda compares the two.
+// In a bf16 or fp16 run, attention's operands rounded once each (on by default since it passed test_cuda and ran
+// 8% faster on an H200, 2026-11-26; off with set_attention_packs(false) or LIERE_CUDA_ATTENTION_PACKS=0 in the
+// environment): q̂, k̂, V and P packed whole in the forward and kept for the backward, dO and dS packed once there,
+// every head's product reading its view of the pack (gemm_packed). Off: gemm_act rounds both operands of each
+// product, head by head (24 conversions a ViT-Tiny layer against 6). test_cuda compares the two.
 void set_attention_packs(bool on);
 bool attention_packs_on();
 // Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:

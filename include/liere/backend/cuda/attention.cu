@@ -57,10 +57,10 @@ const bool g_pad_scores = [] {
   const char* v = std::getenv("LIERE_CUDA_PAD_SCORES");
   return !(v && std::strcmp(v, "0") == 0);
 }();
-// bf16 runs: attention's operands rounded once each (api.hpp, set_attention_packs).
+// bf16 and fp16 runs: attention's operands rounded once each (api.hpp, set_attention_packs).
 std::atomic<bool> g_attention_packs{[] {
   const char* v = std::getenv("LIERE_CUDA_ATTENTION_PACKS");
-  return v && std::strcmp(v, "1") == 0;
+  return !(v && std::strcmp(v, "0") == 0);
 }()};
 
 int scores_ld(int T) {
@@ -73,9 +73,10 @@ int scores_ld(int T) {
 struct State {
   DeviceBlock qh, kh, vh, p;  // q̂ (B, H, T, D); k̂, v (B, H, TP, D) with TP = scores_ld(T); P (B, H, T, TP)
   DeviceBlock xq, xk;         // (B, T, H, D) P·q, P·k (transforms only)
-  // Under set_attention_packs in a bf16 run: q̂, k̂, v, P rounded to bf16 by the forward, rows bf16_pack_ld(D) and
-  // bf16_pack_ld(TP) apart, for the backward.
+  // Under set_attention_packs in a bf16 or fp16 run: q̂, k̂, v, P rounded to 16 bits (of precision p16_type) by the
+  // forward, rows bf16_pack_ld(D) and bf16_pack_ld(TP) apart, for the backward.
   DeviceBlock qh16, kh16, vh16, p16;
+  Precision p16_type = Precision::bf16;
   AttentionShape s;
   int tp = 0;  // the padded keys of that forward (scores_ld)
   bool transformed = false;
@@ -85,7 +86,7 @@ struct State {
   }
 };
 
-const kernels::bf16* bf(const DeviceBlock& b) { return b.get<kernels::bf16>(); }
+const std::uint16_t* h16(const DeviceBlock& b) { return b.get<std::uint16_t>(); }
 
 DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
 
@@ -350,14 +351,16 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   }
   const float scale = 1.f / std::sqrt(float(D));
   const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
-  // bf16 packs rounded once (set_attention_packs): q̂ and k̂ here, P and V after the softmax; kept for the backward.
-  const bool packs = g_attention_packs && gemm_precision() == Precision::bf16;
+  // 16-bit packs rounded once (set_attention_packs): q̂ and k̂ here, P and V after the softmax; kept for the backward.
+  const Precision prec = gemm_precision();
+  const bool packs = g_attention_packs && (prec == Precision::bf16 || prec == Precision::fp16);
   const Index pd = bf16_pack_ld(D), pp = bf16_pack_ld(TP);
   DeviceBlock qh16, kh16, vh16, p16;
   if (packs) {
-    qh16 = pack_16(qh, Index(B) * H * T, D, D, Precision::bf16);
-    kh16 = pack_16(kh, Index(B) * H * TP, D, D, Precision::bf16);
-    gemm_bf16(false, true, TI, TPI, DI, scale, bf(qh16), pd, bf(kh16), pd, 0.f, p, TP, {BH, T * pd, TP * pd, TT});
+    qh16 = pack_16(qh, Index(B) * H * T, D, D, prec);
+    kh16 = pack_16(kh, Index(B) * H * TP, D, D, prec);
+    gemm_packed(prec, false, true, TI, TPI, DI, scale, h16(qh16), pd, h16(kh16), pd, 0.f, p, TP,
+                {BH, T * pd, TP * pd, TT});
   } else {
     gemm_act(false, true, TI, TPI, DI, scale, qh, DI, kh, DI, 0.f, p, TP, {BH, TD, TPD, TT});
   }
@@ -371,11 +374,11 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const int BI = blas_int(B, "attention on cuda", "B (the per-head GEMMs' count)");
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   if (packs) {  // head h of sample b: P at (b·H + h)·T rows of the pack, V at (b·H + h)·TP
-    p16 = pack_16(p, Index(B) * H * T, TP, TP, Precision::bf16);
-    vh16 = pack_16(vh, Index(B) * H * TP, D, D, Precision::bf16);
+    p16 = pack_16(p, Index(B) * H * T, TP, TP, prec);
+    vh16 = pack_16(vh, Index(B) * H * TP, D, D, prec);
     for (int h = 0; h < H; ++h)
-      gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(p16) + h * T * pp, pp, bf(vh16) + h * TP * pd, pd, 0.f,
-                out + h * D, HD, {BI, H * T * pp, H * TP * pd, THD});
+      gemm_packed(prec, false, false, TI, DI, TPI, 1.f, h16(p16) + h * T * pp, pp, h16(vh16) + h * TP * pd, pd, 0.f,
+                  out + h * D, HD, {BI, H * T * pp, H * TP * pd, THD});
   } else {
     for (int h = 0; h < H; ++h)
       gemm_act(false, false, TI, DI, TPI, 1.f, p + h * TT, TP, vh + h * TPD, DI, 0.f, out + h * D, HD,
@@ -388,6 +391,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     st.qh = std::move(qhb), st.kh = std::move(khb), st.vh = std::move(vhb);
     st.xq = std::move(xqb), st.xk = std::move(xkb);
     st.qh16 = std::move(qh16), st.kh16 = std::move(kh16), st.vh16 = std::move(vh16), st.p16 = std::move(p16);
+    st.p16_type = prec;
   }
   if (a.backward || a.keep_probs) st.p = std::move(pb);
 }  // the blocks not kept go back to the pool (the kernels queued on them run first: one stream)
@@ -416,19 +420,22 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const long long HTP = (long long)H * T * TP, HTPD = (long long)H * TP * D, THD = (long long)T * HD;
   if (st.p16) {  // the forward's packs (set_attention_packs), dO and dS rounded once each
     const Index pd = bf16_pack_ld(D), pp = bf16_pack_ld(TP), po = bf16_pack_ld(HD);  // the forward's row lengths
-    const DeviceBlock dO16 = pack_16(dout, Index(B) * T, HD, HD, Precision::bf16);
+    const Precision prec = st.p16_type;
+    const DeviceBlock dO16 = pack_16(dout, Index(B) * T, HD, HD, prec);
     for (int h = 0; h < H; ++h) {  // head h of sample b: dO at b·T rows of its pack, h·D columns in
-      const kernels::bf16* dO = bf(dO16) + h * D;
+      const std::uint16_t* dO = h16(dO16) + h * D;
       if (dv)
-        gemm_bf16(true, false, TPI, DI, TI, 1.f, bf(st.p16) + h * T * pp, pp, dO, po, 0.f, dvh + h * TPD, DI,
-                  {BI, H * T * pp, T * po, HTPD});
-      gemm_bf16(false, true, TI, TPI, DI, 1.f, dO, po, bf(st.vh16) + h * TP * pd, pd, 0.f, dp + h * TT, TP,
-                {BI, T * po, H * TP * pd, HTP});
+        gemm_packed(prec, true, false, TPI, DI, TI, 1.f, h16(st.p16) + h * T * pp, pp, dO, po, 0.f, dvh + h * TPD, DI,
+                    {BI, H * T * pp, T * po, HTPD});
+      gemm_packed(prec, false, true, TI, TPI, DI, 1.f, dO, po, h16(st.vh16) + h * TP * pd, pd, 0.f, dp + h * TT, TP,
+                  {BI, T * po, H * TP * pd, HTP});
     }
     LIERE_CUDA_LAUNCH(k_softmax_backward, Index(B) * H * T * kWarp, P, dp, T, TP, scale, Index(B) * H * T);
-    const DeviceBlock dS16 = pack_16(dp, Index(B) * H * T, TP, TP, Precision::bf16);
-    gemm_bf16(false, false, TI, DI, TPI, 1.f, bf(dS16), pp, bf(st.kh16), pd, 0.f, dqh, DI, {BH, T * pp, TP * pd, TD});
-    gemm_bf16(true, false, TPI, DI, TI, 1.f, bf(dS16), pp, bf(st.qh16), pd, 0.f, dkh, DI, {BH, T * pp, T * pd, TPD});
+    const DeviceBlock dS16 = pack_16(dp, Index(B) * H * T, TP, TP, prec);
+    gemm_packed(prec, false, false, TI, DI, TPI, 1.f, h16(dS16), pp, h16(st.kh16), pd, 0.f, dqh, DI,
+                {BH, T * pp, TP * pd, TD});
+    gemm_packed(prec, true, false, TPI, DI, TI, 1.f, h16(dS16), pp, h16(st.qh16), pd, 0.f, dkh, DI,
+                {BH, T * pp, T * pd, TPD});
   } else {
     for (int h = 0; h < H; ++h) {
       const float* dO = dout + h * D;

@@ -19,6 +19,7 @@
 #include <liere/backend/kernels/fp16.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -168,11 +169,11 @@ Pack16 pack_operand(const float* src, Index rows, Index cols, Index ld, Index co
   return p;
 }
 
-// gemm_bf16 for either 16-bit type: cublasGemmEx / cublasGemmStridedBatchedEx, A and B of `type`, fp32 C.
+// The product of two 16-bit operands of one type: cublasGemmEx / cublasGemmStridedBatchedEx, A and B of `type`, fp32 C.
 void gemm_16(cudaDataType_t type, bool ta, bool tb, Index M, Index N, Index K, float alpha, const void* A, Index lda,
              const void* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
   if (M <= 0 || N <= 0) return;
-  const char* op = type == CUDA_R_16F ? "cuda::gemm_act (fp16)" : "cuda::gemm_bf16";
+  const char* op = type == CUDA_R_16F ? "cuda::gemm_act (fp16)" : "cuda::gemm_act (bf16)";
   LIERE_ENSURE(K > 0 && lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
                op << ": K=" << K << " or leading dimensions (" << lda << ", " << ldb << ", " << ldc
                   << ") too small for M=" << M << " N=" << N);
@@ -201,9 +202,12 @@ void gemm_packs(bool ta, bool tb, Index M, Index N, Index K, float alpha, const 
 }  // the packs go back to the pool when their owners leave; the GEMM queued on them runs first (one stream)
 }  // namespace
 
-void gemm_bf16(bool ta, bool tb, Index M, Index N, Index K, float alpha, const kernels::bf16* A, Index lda,
-               const kernels::bf16* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
-  gemm_16(CUDA_R_16BF, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, batch);
+void gemm_packed(Precision p, bool ta, bool tb, Index M, Index N, Index K, float alpha, const std::uint16_t* A,
+                 Index lda, const std::uint16_t* B, Index ldb, float beta, float* C, Index ldc, GemmBatch batch) {
+  LIERE_ENSURE(p == Precision::bf16 || p == Precision::fp16,
+               "cuda::gemm_packed: packs of " << to_string(p) << " (bf16 or fp16 only)");
+  gemm_16(p == Precision::fp16 ? CUDA_R_16F : CUDA_R_16BF, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+          batch);
 }
 
 void gemm_act(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float* A, Index lda, const float* B,
@@ -343,31 +347,42 @@ bool lt_matmul(cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k
   return true;
 }
 
-// y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x. In a
-// bf16 or fp16 run x and W are packed first and the product runs on the packs with the bias epilogue (the bias added in
-// fp32 to the fp32 sums, as the plain path's bias kernel and β = 1), or without it where cuBLASLt has none: true
-// either way. (The weight gradient's BGRADB would sum dy rounded to 16 bits: such a run keeps the fp32 column sum.)
+// y (N, OC) = x (N, C) Wᵀ + b through the bias epilogue: column-major yᵀ (OC, N) = op(W stored (C, OC))ᵀ x. False
+// (nothing run) when the epilogues are off or cuBLASLt has no algorithm for it.
 bool fused_linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
   const char* op = "linear on cuda (cuBLASLt)";
   const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
             oc = blas_int(OC, op, "OC (output features)");
-  if (!half_products())
-    return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
-                     const_cast<float*>(b));
-  const Pack16 x16 = pack_operand(x, N, C, C), w16 = pack_operand(w, OC, C, C);
+  return lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w, c, x, c, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
+                   const_cast<float*>(b));
+}
+
+// What a 16-bit run's linear forward keeps for its backward (linear_forward's keep): x and W rounded once, and where
+// they were read, so that a backward handed other buffers rounds those instead.
+struct LinearPacks {
+  const float *x = nullptr, *w = nullptr;
+  Pack16 x16, w16;
+};
+
+// y (N, OC) = x Wᵀ + b on the packs of x and W (bf16 or fp16): the bias epilogue (the bias added in fp32 to the fp32
+// sums, as the plain path's bias kernel and β = 1), or without it where cuBLASLt has none. (The weight gradient's
+// BGRADB would sum dy rounded to 16 bits: such a run keeps the fp32 column sum.)
+void linear_forward_16(const Pack16& x16, const Pack16& w16, const float* b, float* y, Index N, Index C, Index OC) {
+  const char* op = "linear on cuda (16-bit)";
+  const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
+            oc = blas_int(OC, op, "OC (output features)");
   const int lx = blas_int(x16.ld, op, "ld of the 16-bit pack");
-  if (lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w16.get(), lx, x16.get(), lx, 0.f, y, oc, CUBLASLT_EPILOGUE_BIAS,
-                const_cast<float*>(b), x16.type))
-    return true;
-  LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
-  gemm_packs(false, true, N, OC, C, 1.f, x16, w16, 1.f, y, OC);
-  return true;
+  if (b && lt_matmul(CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, w16.get(), lx, x16.get(), lx, 0.f, y, oc,
+                     CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(b), x16.type))
+    return;
+  if (b) LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
+  gemm_packs(false, true, N, OC, C, 1.f, x16, w16, b ? 1.f : 0.f, y, OC);
 }
 
 // dW (OC, C) += dyᵀ x and db += Σ_rows dy through BGRADB: column-major dWᵀ (C, OC) = x (stored (C, N)) · op(dy
 // stored (OC, N)), whose op(B) = dy (N, OC) summed over k = N is db's increment (written to a block, then added).
 bool fused_weight_grad(const float* dy, const float* x, float* dw, float* db, Index N, Index C, Index OC) {
-  if (half_products() || !g_epilogues) return false;
+  if (half_products() || !g_epilogues) return false;  // 16-bit runs: linear_backward's packs
   const char* op = "weight gradient on cuda (cuBLASLt)";
   const int n = blas_int(N, op, "N (rows)"), c = blas_int(C, op, "C (input features)"),
             oc = blas_int(OC, op, "OC (output features)");
@@ -402,22 +417,41 @@ void set_gemm_epilogues(bool on) { g_epilogues = on; }
 bool gemm_epilogues_on() { return g_epilogues; }
 EpilogueCounts gemm_epilogue_counts() { return {g_fused.load(), g_plain.load()}; }
 
-void Ops::linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC) {
+void Ops::linear_forward(const float* x, const float* w, const float* b, float* y, Index N, Index C, Index OC,
+                         OpState* keep) {
   check_linear(N, C, OC);
   if (N <= 0 || OC <= 0) return;
+  if (half_products() && C > 0) {  // x and W rounded once, kept for the backward when one follows
+    auto packs = std::make_shared<LinearPacks>();
+    packs->x = x, packs->w = w;
+    packs->x16 = pack_operand(x, N, C, C), packs->w16 = pack_operand(w, OC, C, C);
+    linear_forward_16(packs->x16, packs->w16, b, y, N, C, OC);
+    if (keep) *keep = std::move(packs);
+    return;
+  }
   if (b && C > 0 && fused_linear_forward(x, w, b, y, N, C, OC)) return;
   if (b) LIERE_CUDA_LAUNCH(k_bias_rows, N * OC, b, y, N, OC);
   gemm_act(false, true, N, OC, C, 1.f, x, C, w, C, b ? 1.f : 0.f, y, OC);
 }
 
 void Ops::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, Index N,
-                          Index C, Index OC, bool overwrite_dx) {
+                          Index C, Index OC, bool overwrite_dx, const OpState* kept) {
   check_linear(N, C, OC);
-  if (half_products() && dx && dw && N > 0 && C > 0 && OC > 0) {
-    // dy is op(A) of both products, stored (N, OC) in both: rounded to 16 bits once.
+  if (half_products() && (dx || dw) && N > 0 && C > 0 && OC > 0) {
+    // dy is op(A) of both products, stored (N, OC) in both: rounded to 16 bits once; x and W as the forward rounded
+    // them (kept), or rounded here.
+    const auto* packs = kept && *kept ? static_cast<const LinearPacks*>(kept->get()) : nullptr;
     const Pack16 dy16 = pack_operand(dy, N, OC, OC);
-    gemm_packs(false, false, N, C, OC, 1.f, dy16, pack_operand(w, OC, C, C), overwrite_dx ? 0.f : 1.f, dx, C);
-    gemm_packs(true, false, OC, C, N, 1.f, dy16, pack_operand(x, N, C, C), 1.f, dw, C);
+    if (dx) {
+      const bool reuse = packs && packs->w == w;
+      const Pack16 fresh = reuse ? Pack16{} : pack_operand(w, OC, C, C);
+      gemm_packs(false, false, N, C, OC, 1.f, dy16, reuse ? packs->w16 : fresh, overwrite_dx ? 0.f : 1.f, dx, C);
+    }
+    if (dw) {
+      const bool reuse = packs && packs->x == x;
+      const Pack16 fresh = reuse ? Pack16{} : pack_operand(x, N, C, C);
+      gemm_packs(true, false, OC, C, N, 1.f, dy16, reuse ? packs->x16 : fresh, 1.f, dw, C);
+    }
     if (db) colsum_accumulate(dy, N, OC, OC, db);
     return;
   }
