@@ -19,8 +19,8 @@
 #                        (LIERE_CUDA_ROTATE_GEMMS=1, 0, twice each, interleaved), and LieRE-8 with the attention
 #                        keys padded to a multiple of 4 and not (LIERE_CUDA_PAD_SCORES=1, 0), and with the bias
 #                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), and LieRE-8 bf16 with
-#                        attention's operands rounded once and per product (LIERE_CUDA_ATTENTION_PACKS=1, 0),
-#                        appended to gpu_compare.log
+#                        attention's operands rounded once and per product (LIERE_CUDA_ATTENTION_PACKS=1, 0), and
+#                        with the flat kernels and without (LIERE_CUDA_FLAT_KERNELS=1, 0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
@@ -34,7 +34,7 @@
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16), LIERE_GPU_ENCODINGS (the compare's encodings:
 # abs,rope-mixed,liere8,liere64), LIERE_GPU_TORCH (1; 0: the compare without PyTorch, liere's side only: a quick
 # check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
-# epilogues, packs; all four, or "none"),
+# epilogues, packs, flat; all five, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
 # every part that ran passed.
@@ -49,7 +49,7 @@ encodings=${LIERE_GPU_ENCODINGS:-abs,rope-mixed,liere8,liere64}
 no_torch=()
 [ "${LIERE_GPU_TORCH:-1}" = 0 ] && no_torch=(--no-torch)
 profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
-ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs}
+ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs,flat}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
@@ -130,6 +130,8 @@ if part compare; then
     ab LIERE_CUDA_EPILOGUES 8 "LieRE-8 bias in the GEMMs: cuBLASLt epilogues (1) against bias kernel and column sums (0)"
   [[ $abs_on == *,packs,* ]] &&
     ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
+  [[ $abs_on == *,flat,* ]] &&
+    ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: conversion and GELU four values a thread (1) against a warp per row (0)" bf16
   true
 fi
 

@@ -1057,6 +1057,46 @@ TEST_CASE("cuda: linear and patch embedding in bf16 and fp16 round every product
   case_label().clear();
 }
 
+TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' bits", "[cuda][parity]") {
+  // The 16-bit packs' conversion a thread per four values, and GELU forward and backward on float4, against the
+  // kernels they may replace: the same bodies on the same values, so every bit must agree. Pack shapes with a full
+  // row of quads, rows with a partial last quad (302 and 29 values), padded pack rows and a batch stride; GELU over
+  // lengths with 0 to 3 values after the last quad, and the backward accumulating and overwriting.
+  const bool was = cuda::flat_kernels_on();
+  const std::vector<float> src = randn(40000, 71, 3.f);
+  const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
+  const PackShape shapes[] = {{4, 3, 100, 100, 0},          {2, 4, 300, 304, 4 * 304 + 8},
+                              {2, 4, 302, 304, 4 * 304 + 8, 0, 304}, {3, 37, 29, 40, 37 * 40, 0, 32},
+                              {3, 5, 64, 64, 5 * 64},       {1, 8320 / 40, 192, 192, 0}};
+  for (const Precision prec : {Precision::bf16, Precision::fp16})
+    for (const PackShape& p : shapes) {
+      INFO(to_string(prec) << " count " << p.count << " rows " << p.rows << " cols " << p.cols << " ld " << p.ld
+                           << " stride " << p.stride << " dst_ld " << p.dst_ld);
+      cuda::set_flat_kernels(true);
+      CHECK(wrong_pack_bits(prec, src, s, p) == 0);
+    }
+  for (const Index n : {Index(4096), Index(4097), Index(4098), Index(4099), Index(3)}) {
+    INFO("GELU of " << n << " values");
+    const Tensor x = Tensor::from(Shape{n}, randn(n, 72, 3.f), Device::cuda),
+                 dy = Tensor::from(Shape{n}, randn(n, 73), Device::cuda),
+                 acc = Tensor::from(Shape{n}, randn(n, 74), Device::cuda);
+    std::vector<float> y[2], over[2], accum[2];
+    for (int r = 0; r < 2; ++r) {
+      cuda::set_flat_kernels(r == 1);
+      Tensor yt(Shape{n}, Device::cuda), ot(Shape{n}, Device::cuda);
+      Tensor at = Tensor::from(Shape{n}, acc.to_vector(), Device::cuda);
+      cuda::Ops::gelu_forward(x.data(), yt.data(), n);
+      cuda::Ops::gelu_backward(x.data(), dy.data(), ot.data(), n, true);
+      cuda::Ops::gelu_backward(x.data(), dy.data(), at.data(), n, false);
+      y[r] = yt.to_vector(), over[r] = ot.to_vector(), accum[r] = at.to_vector();
+    }
+    CHECK(y[1] == y[0]);
+    CHECK(over[1] == over[0]);
+    CHECK(accum[1] == accum[0]);
+  }
+  cuda::set_flat_kernels(was);
+}
+
 TEST_CASE("cuda: a 16-bit linear backward reuses its forward's rounded x and W, and rounds others afresh",
           "[cuda][bf16][parity]") {
   // In a bf16 (fp16) run the linear forward keeps its packs of x and W (OpState) and the backward reuses them: one

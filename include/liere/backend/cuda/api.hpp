@@ -196,6 +196,13 @@ bool rotate_gemms_on();
 // product, head by head (24 conversions a ViT-Tiny layer against 6). test_cuda compares the two.
 void set_attention_packs(bool on);
 bool attention_packs_on();
+// Element kernels that take four values a thread over the whole tensor (off by default: written 2026-11-26 night
+// after the device time was spent, not yet run on a GPU; on with set_flat_kernels(true) or LIERE_CUDA_FLAT_KERNELS=1
+// in the environment): the 16-bit packs' conversion a thread per four values of a row instead of a warp per row
+// (gemm_act's aligned packs), GELU forward and backward on float4 instead of an element a thread. The same bits
+// either way; test_cuda compares the two, and gpu_run.sh times them.
+void set_flat_kernels(bool on);
+bool flat_kernels_on();
 // Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:
 // synchronises).
 bool rotation_table_nonfinite(bool clear = true);

@@ -10,8 +10,11 @@
 #include <liere/backend/kernels/pointwise.hpp>
 #include <liere/backend/kernels/reduce.hpp>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 
 namespace liere::cuda {
@@ -89,11 +92,40 @@ __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* ou
   }
 }
 
-__global__ void k_gelu(const float* x, float* y, Index n) {
-  LIERE_CUDA_LOOP(i, n) y[i] = kernels::gelu(x[i]);
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+std::atomic<bool> g_flat_kernels{[] {
+  const char* v = std::getenv("LIERE_CUDA_FLAT_KERNELS");
+  return v && std::strcmp(v, "1") == 0;
+}()};
+
+// GELU four values a thread under set_flat_kernels (float4 loads and stores: every pointer 16-byte aligned, as the pool's blocks are), the
+// last n % 4 one by one; else (quads false) an element a thread. One element a thread ran at 1.7 TB/s
+// on the H200 (30 µs for ViT-Tiny's 6.4 M activations at B 128, 2026-11-26), against 2.3 TB/s for the residual add.
+__global__ void k_gelu(const float* x, float* y, Index n, bool quads) {
+  const Index nq = quads ? n / 4 : 0;
+  LIERE_CUDA_LOOP(q, nq) {
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    reinterpret_cast<float4*>(y)[q] =
+        make_float4(kernels::gelu(v.x), kernels::gelu(v.y), kernels::gelu(v.z), kernels::gelu(v.w));
+  }
+  LIERE_CUDA_LOOP(j, n - nq * 4) y[nq * 4 + j] = kernels::gelu(x[nq * 4 + j]);
 }
-__global__ void k_gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
-  LIERE_CUDA_LOOP(i, n) dx[i] = (overwrite ? 0.f : dx[i]) + dy[i] * kernels::gelu_grad(x[i]);
+// dx + dy·GELU'(x): dx the gradient so far (0 for a fresh buffer: overwrite).
+__device__ inline float gelu_step(float x, float dy, float dx) { return dx + dy * kernels::gelu_grad(x); }
+__global__ void k_gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite, bool quads) {
+  const Index nq = quads ? n / 4 : 0;
+  LIERE_CUDA_LOOP(q, nq) {
+    const float4 v = reinterpret_cast<const float4*>(x)[q], g = reinterpret_cast<const float4*>(dy)[q];
+    float4 d = overwrite ? make_float4(0.f, 0.f, 0.f, 0.f) : reinterpret_cast<const float4*>(dx)[q];
+    d = make_float4(gelu_step(v.x, g.x, d.x), gelu_step(v.y, g.y, d.y), gelu_step(v.z, g.z, d.z),
+                    gelu_step(v.w, g.w, d.w));
+    reinterpret_cast<float4*>(dx)[q] = d;
+  }
+  LIERE_CUDA_LOOP(j, n - nq * 4) {
+    const Index i = nq * 4 + j;
+    dx[i] = gelu_step(x[i], dy[i], overwrite ? 0.f : dx[i]);
+  }
 }
 __global__ void k_dropout(const float* x, float p, bool all, std::uint64_t key, float scale, float* y,
                           std::uint8_t* mask, Index n) {
@@ -182,7 +214,6 @@ __global__ void k_layernorm_dx(const float* x, const float* g, const float* mean
                                         int(t % kWarp), WarpSum{});
   }
 }
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 // Whether the rows of width C at these pointers can be read as float4 (C % 4 == 0, every base 16-byte aligned).
 bool rows_float4(Index C, std::initializer_list<const float*> ps) {
   if (C % 4 != 0) return false;
@@ -248,9 +279,16 @@ void colsum_accumulate(const float* a, Index N, Index C, Index lda, float* out) 
   LIERE_CUDA_LAUNCH(k_colsum_finish, C * kWarp, part.get<float>(), nch, C, out);
 }
 
-void Ops::gelu_forward(const float* x, float* y, Index n) { LIERE_CUDA_LAUNCH(k_gelu, n, x, y, n); }
+void set_flat_kernels(bool on) { g_flat_kernels = on; }
+bool flat_kernels_on() { return g_flat_kernels; }
+
+void Ops::gelu_forward(const float* x, float* y, Index n) {
+  const bool quads = g_flat_kernels && aligned16(x) && aligned16(y);
+  LIERE_CUDA_LAUNCH(k_gelu, quads ? (n + 3) / 4 : n, x, y, n, quads);
+}
 void Ops::gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
-  LIERE_CUDA_LAUNCH(k_gelu_backward, n, x, dy, dx, n, overwrite);
+  const bool quads = g_flat_kernels && aligned16(x) && aligned16(dy) && aligned16(dx);
+  LIERE_CUDA_LAUNCH(k_gelu_backward, quads ? (n + 3) / 4 : n, x, dy, dx, n, overwrite, quads);
 }
 void Ops::dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n) {
   const float scale = p < 1 ? float(1.0 / (1.0 - p)) : 0.f;

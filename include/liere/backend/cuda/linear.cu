@@ -67,11 +67,10 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 
 namespace {
 // The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 (Half: fp16) rounding of the strided batch at
-// src, a warp
-// per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An element
-// per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than TF32
-// ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values at
-// a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
+// src, a warp per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An
+// element per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than
+// TF32 ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values
+// at a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
 // element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
 // 2026-11-26 evening), each warp waiting on one load after another along its row.
 template <bool Half>
@@ -96,6 +95,27 @@ __global__ void k_round_16(const float* __restrict__ src, std::uint16_t* __restr
     for (; c < cols; c += kWarp) d[c] = Half ? kernels::to_fp16(s[c]).bits : kernels::to_bf16(s[c]).bits;
   }
 }
+// The quads flat, under set_flat_kernels (api.hpp): a thread per four values of a row, the thread of a row's last,
+// partial quad taking its last cols % 4 values one by one. The warp per row leaves lanes idle where a row has few
+// quads (attention's 64-value rows: 16 quads, half the warp) and waits on each load along its row: the activations'
+// packs ran at 1.0–1.3 TB/s of the H200's 4.8 (8–10 µs a launch for 8320 rows, 2026-11-26 night).
+template <bool Half>
+__global__ void k_round_16_quads(const float* __restrict__ src, std::uint16_t* __restrict__ dst, Index rows,
+                                 Index cols, Index ld, Index stride, Index dst_ld, Index nrows) {
+  const Index nq = (cols + 3) / 4;
+  LIERE_CUDA_LOOP(t, nrows * nq) {
+    const Index g = t / nq, q = t % nq;
+    const float* s = src + kernels::strided_row(g, rows, ld, stride);
+    std::uint16_t* d = dst + g * dst_ld;
+    if (q * 4 + 4 <= cols) {
+      const float4 v = reinterpret_cast<const float4*>(s)[q];
+      reinterpret_cast<std::uint64_t*>(d)[q] =
+          Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
+    } else {
+      for (Index c = q * 4; c < cols; ++c) d[c] = Half ? kernels::to_fp16(s[c]).bits : kernels::to_bf16(s[c]).bits;
+    }
+  }
+}
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 }  // namespace
 
@@ -118,7 +138,10 @@ void round_to_16(const float* src, Index rows, Index cols, Index ld, std::uint16
   const bool quads = cols >= 4 && ld % 4 == 0 && stride % 4 == 0 && aligned(src, 16) && dst_ld % 4 == 0 &&
                      aligned(dst, 8);
   if (cols > 0 && rows > 0 && count > 0) ++g_conversions;
-  if (cols > 0)
+  if (cols > 0 && quads && flat_kernels_on())
+    LIERE_CUDA_LAUNCH(k_round_16_quads<Half>, count * rows * ((cols + 3) / 4), src, dst, rows, cols, ld, stride, dst_ld,
+                      count * rows);
+  else if (cols > 0)
     LIERE_CUDA_LAUNCH(k_round_16<Half>, count * rows * kWarp, src, dst, rows, cols, ld, stride, dst_ld, count * rows,
                       quads);
 }
