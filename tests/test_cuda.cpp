@@ -1061,7 +1061,9 @@ TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' b
   // The 16-bit packs' conversion a thread per four values, and GELU forward and backward on float4, against the
   // kernels they may replace: the same bodies on the same values, so every bit must agree. Pack shapes with a full
   // row of quads, rows with a partial last quad (302 and 29 values), padded pack rows and a batch stride; GELU over
-  // lengths with 0 to 3 values after the last quad, and the backward accumulating and overwriting.
+  // lengths with 0 to 3 values after the last quad, and the backward accumulating and overwriting. Then the tables'
+  // gradient over more runs of the batch (dtables_runs: 16 runs of 8 sequences at B = 128, 4 at B = 37) against the
+  // CPU.
   const bool was = cuda::flat_kernels_on();
   const std::vector<float> src = randn(40000, 71, 3.f);
   const Tensor s = Tensor::from(Shape{Index(src.size())}, src, Device::cuda);
@@ -1094,6 +1096,19 @@ TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' b
     CHECK(over[1] == over[0]);
     CHECK(accum[1] == accum[0]);
   }
+  cuda::set_flat_kernels(true);
+  for (const AttentionCase& c :
+       {AttentionCase{"liere", 128, 3, 4, false, false}, AttentionCase{"liere", 37, 3, 4, false, true}}) {
+    INFO("attention, B " << c.batch << (c.masked ? " masked" : ""));
+    const AttentionRun cpu = run_attention(c, Device::cpu), gpu = run_attention(c, Device::cuda);
+    CHECK_ERR(scaled_err(gpu.out, cpu.out), kStepTol);
+    CHECK_ERR(scaled_err(gpu.dqkv, cpu.dqkv), kStepTol);
+    REQUIRE(gpu.names == cpu.names);
+    for (std::size_t i = 0; i < cpu.names.size(); ++i) {
+      INFO("gradient of " << cpu.names[i]);
+      CHECK_ERR(scaled_err(gpu.dparams[i], cpu.dparams[i]), kStepTol);
+    }
+  }
   cuda::set_flat_kernels(was);
 }
 
@@ -1125,11 +1140,12 @@ TEST_CASE("cuda: a 16-bit linear backward reuses its forward's rounded x and W, 
     std::vector<float> dx[4], dw[4];
     std::int64_t conversions[4];
     for (int r = 0; r < 4; ++r) {
-      Tensor gx(Shape{N, C}, Device::cuda), gw = Tensor::from(Shape{OC, C}, std::vector<float>(OC * C, 0.f), Device::cuda),
-                                             gb = Tensor::from(Shape{OC}, std::vector<float>(OC, 0.f), Device::cuda);
+      Tensor gx(Shape{N, C}, Device::cuda),
+          gw = Tensor::from(Shape{OC, C}, std::vector<float>(OC * C, 0.f), Device::cuda),
+          gb = Tensor::from(Shape{OC}, std::vector<float>(OC, 0.f), Device::cuda);
       const std::int64_t before = cuda::conversions_16();
-      cuda::Ops::linear_backward(r < 2 ? x.data() : x2.data(), w.data(), dy.data(), gx.data(), gw.data(), gb.data(),
-                                 N, C, OC, true, r % 2 == 0 ? &keep : nullptr);
+      cuda::Ops::linear_backward(r < 2 ? x.data() : x2.data(), w.data(), dy.data(), gx.data(), gw.data(), gb.data(), N,
+                                 C, OC, true, r % 2 == 0 ? &keep : nullptr);
       conversions[r] = cuda::conversions_16() - before;
       dx[r] = gx.to_vector(), dw[r] = gw.to_vector();
     }
