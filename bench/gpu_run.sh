@@ -36,7 +36,7 @@
 # check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
 # epilogues, packs, flat; all five, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
-# the run with --precision bf16), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
+# the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
 # every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
@@ -140,17 +140,20 @@ if part profile; then
   if [ -n "$ncu" ]; then
     for enc in ${profile_encs//,/ }; do
       stamp "profile $enc"
-      base=${enc%-bf16} prec=()
-      [ "$base" != "$enc" ] && prec=(--precision bf16)
+      flat=0 name=${enc%-flat}
+      [ "$name" != "$enc" ] && flat=1
+      base=${name%-bf16} prec=()
+      [ "$base" != "$name" ] && prec=(--precision bf16)
       case $base in
         abs) pe=(--pe absolute) ;;
         rope-mixed) pe=(--pe rope-mixed) ;;
         liere[0-9]*) pe=(--pe liere --block "${base#liere}") ;;
-        *) echo "LIERE_GPU_PROFILE: '$enc' is not one of abs, rope-mixed, liere<block>, each with -bf16 or not" >&2
+        *) echo "LIERE_GPU_PROFILE: '$enc' is not one of abs, rope-mixed, liere<block>, each with -bf16 or not" \
+             "and -flat or not" >&2
            status=1; continue ;;
       esac
-      timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
-        "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
+      LIERE_CUDA_FLAT_KERNELS=$flat timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+        --print-units base "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
         --threads "$threads" "${pe[@]}" "${prec[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
     done
