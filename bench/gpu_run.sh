@@ -36,8 +36,8 @@
 # check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
 # epilogues, packs, flat; all five, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
-# the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the interpreter with a CUDA PyTorch, python3). The exit status is 0 when
-# every part that ran passed.
+# the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the
+# interpreter with a CUDA PyTorch, python3). The exit status is 0 when every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
 out=${2:-gpu_out}
@@ -131,7 +131,7 @@ if part compare; then
   [[ $abs_on == *,packs,* ]] &&
     ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
   [[ $abs_on == *,flat,* ]] &&
-    ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: conversion and GELU four values a thread (1) against a warp per row (0)" bf16
+    ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: the flat kernels (1) against the warp-per-row ones (0)" bf16
   true
 fi
 

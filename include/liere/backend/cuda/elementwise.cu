@@ -99,9 +99,9 @@ std::atomic<bool> g_flat_kernels{[] {
   return v && std::strcmp(v, "1") == 0;
 }()};
 
-// GELU four values a thread under set_flat_kernels (float4 loads and stores: every pointer 16-byte aligned, as the pool's blocks are), the
-// last n % 4 one by one; else (quads false) an element a thread. One element a thread ran at 1.7 TB/s
-// on the H200 (30 µs for ViT-Tiny's 6.4 M activations at B 128, 2026-11-26), against 2.3 TB/s for the residual add.
+// GELU four values a thread under set_flat_kernels (float4 loads and stores: every pointer 16-byte aligned, as the
+// pool's blocks are), the last n % 4 one by one; else (quads false) an element a thread. One element a thread ran at
+// 1.7 TB/s on the H200 (30 µs for ViT-Tiny's 6.4 M activations at B 128, 2026-11-26), the residual add at 2.3.
 __global__ void k_gelu(const float* x, float* y, Index n, bool quads) {
   const Index nq = quads ? n / 4 : 0;
   LIERE_CUDA_LOOP(q, nq) {
