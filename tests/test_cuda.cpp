@@ -553,6 +553,17 @@ AttentionRun run_attention(const AttentionCase& c, Device dev, bool flash = fals
   return r;
 }
 
+// The output, dqkv and every parameter gradient of `got` within kStepTol (scaled) of `want`'s.
+void check_attention_run(const AttentionRun& got, const AttentionRun& want) {
+  CHECK_ERR(scaled_err(got.out, want.out), kStepTol);
+  CHECK_ERR(scaled_err(got.dqkv, want.dqkv), kStepTol);
+  REQUIRE(got.names == want.names);
+  for (std::size_t i = 0; i < want.names.size(); ++i) {
+    INFO("gradient of " << want.names[i]);
+    CHECK_ERR(scaled_err(got.dparams[i], want.dparams[i]), kStepTol);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda: attention on its own: per-sample tables, a key mask, the probabilities", "[cuda][parity]") {
@@ -567,14 +578,8 @@ TEST_CASE("cuda: attention on its own: per-sample tables, a key mask, the probab
     INFO("pe " << c.pe << " B " << c.batch << " grid " << c.gh << "x" << c.gw << (c.per_sample ? " per-sample" : "")
                << (c.masked ? " masked" : ""));
     const AttentionRun cpu = run_attention(c, Device::cpu), gpu = run_attention(c, Device::cuda);
-    CHECK_ERR(scaled_err(gpu.out, cpu.out), kStepTol);
+    check_attention_run(gpu, cpu);
     CHECK_ERR(scaled_err(gpu.probs, cpu.probs), kStepTol);
-    CHECK_ERR(scaled_err(gpu.dqkv, cpu.dqkv), kStepTol);
-    REQUIRE(gpu.names == cpu.names);
-    for (std::size_t i = 0; i < cpu.names.size(); ++i) {
-      INFO("gradient of " << cpu.names[i]);
-      CHECK_ERR(scaled_err(gpu.dparams[i], cpu.dparams[i]), kStepTol);
-    }
     // The map itself, on its own terms: masked keys get exactly 0, a row sums to 1 (0 when every key is masked).
     const int H = 2, T = c.gh * c.gw + 1;
     const std::vector<std::uint8_t> mask = c.masked ? key_mask(c.batch, T) : std::vector<std::uint8_t>{};
@@ -609,13 +614,10 @@ TEST_CASE("cuda: flash attention matches the CPU's flash and unfused attention",
                << (c.masked ? " masked" : ""));
     const AttentionRun unfused = run_attention(c, Device::cpu), cpu = run_attention(c, Device::cpu, true),
                        gpu = run_attention(c, Device::cuda, true);
+    check_attention_run(gpu, cpu);
     CHECK_ERR(scaled_err(cpu.out, unfused.out), kStepTol);
-    CHECK_ERR(scaled_err(gpu.out, cpu.out), kStepTol);
-    CHECK_ERR(scaled_err(gpu.dqkv, cpu.dqkv), kStepTol);
-    REQUIRE(gpu.names == cpu.names);
     for (std::size_t i = 0; i < cpu.names.size(); ++i) {
-      INFO("gradient of " << cpu.names[i]);
-      CHECK_ERR(scaled_err(gpu.dparams[i], cpu.dparams[i]), kStepTol);
+      INFO("gradient of " << cpu.names[i] << ": the CPU's flash against its unfused attention");
       CHECK_ERR(scaled_err(cpu.dparams[i], unfused.dparams[i]), kStepTol);
     }
   }
@@ -1100,14 +1102,7 @@ TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' b
   for (const AttentionCase& c :
        {AttentionCase{"liere", 128, 3, 4, false, false}, AttentionCase{"liere", 37, 3, 4, false, true}}) {
     INFO("attention, B " << c.batch << (c.masked ? " masked" : ""));
-    const AttentionRun cpu = run_attention(c, Device::cpu), gpu = run_attention(c, Device::cuda);
-    CHECK_ERR(scaled_err(gpu.out, cpu.out), kStepTol);
-    CHECK_ERR(scaled_err(gpu.dqkv, cpu.dqkv), kStepTol);
-    REQUIRE(gpu.names == cpu.names);
-    for (std::size_t i = 0; i < cpu.names.size(); ++i) {
-      INFO("gradient of " << cpu.names[i]);
-      CHECK_ERR(scaled_err(gpu.dparams[i], cpu.dparams[i]), kStepTol);
-    }
+    check_attention_run(run_attention(c, Device::cuda), run_attention(c, Device::cpu));
   }
   cuda::set_flat_kernels(was);
 }
