@@ -200,8 +200,11 @@ Image read_image(const std::string& path, int channels) {
   return decode_image(bytes, path, channels);
 }
 
-Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path, int channels) {
-  LIERE_ENSURE(channels == 1 || channels == 3, "decode_image '" << path << "': channels must be 1 or 3, got " << channels);
+Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path, int channels,
+                   std::int64_t max_pixels) {
+  LIERE_ENSURE(channels == 1 || channels == 3,
+               "decode_image '" << path << "': channels must be 1 or 3, got " << channels);
+  LIERE_ENSURE(max_pixels > 0, "decode_image '" << path << "': max_pixels must be positive, got " << max_pixels);
   LIERE_ENSURE(!bytes.empty(), "'" << path << "' is empty (expected a JPEG or PNG image)");
   static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   const bool jpeg = bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
@@ -230,13 +233,13 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
   // The size the header declares, before anything is allocated: a few bytes can declare 60000 × 60000 pixels.
   int w = 0, h = 0, n = 0;
   if (stbi_info_from_memory(bytes.data(), size, &w, &h, &n))
-    LIERE_ENSURE(std::int64_t(w) * h <= kMaxImagePixels, "'" << path << "': " << w << "×" << h << " pixels is more than "
-                                                             << kMaxImagePixels << " (expected an image of a data set)");
+    LIERE_ENSURE(std::int64_t(w) * h <= max_pixels, "'" << path << "': " << w << "×" << h << " pixels is more than "
+                                                        << max_pixels << " (expected an image of a data set)");
   unsigned char* data = stbi_load_from_memory(bytes.data(), size, &w, &h, &n, channels);
   if (data == nullptr) {
     const char* why = stbi_failure_reason();
-    LIERE_ENSURE(false, "'" << path << "': corrupt or truncated " << (jpeg ? "JPEG" : "PNG") << " image (stb_image: "
-                            << (why ? why : "unknown error") << ")");
+    LIERE_ENSURE(false, "'" << path << "': corrupt or truncated " << (jpeg ? "JPEG" : "PNG")
+                            << " image (stb_image: " << (why ? why : "unknown error") << ")");
   }
   Image img;
   img.channels = channels;

@@ -49,8 +49,11 @@ Image read_image(const std::string& path, int channels = 3);
 // kMaxImagePixels pixels are refused from their header, before any allocation; so are two kinds of corrupt file that
 // the stb_image of Debian (2.27) does not check itself: a JPEG Huffman table of more than 256 codes (it writes past
 // its tables) and a PNG chunk longer than the file (it allocates what the chunk declares). docs/testing.md.
+// `max_pixels` lowers that limit (tests/fuzz/fuzz_image: a 4 KB file can declare and hold a 64-megapixel image whose
+// decoding takes a second, which would make 10⁵ fuzz inputs take hours).
 inline constexpr std::int64_t kMaxImagePixels = std::int64_t(1) << 26;  // 8192 × 8192
-Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>", int channels = 3);
+Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>", int channels = 3,
+                   std::int64_t max_pixels = kMaxImagePixels);
 
 // ---- the folder -------------------------------------------------------------------------------------------------
 

@@ -285,6 +285,10 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
     }
     CHECK_THROWS_WITH(decode_image(huge, "huge.png"),
                       Contains("'huge.png': 12000×12000 pixels is more than 67108864"));
+    // A lower limit (the fuzz target's) refuses from the header as well; the image at the limit decodes.
+    CHECK_THROWS_WITH(decode_image(png, "ten.png", 3, 99), Contains("'ten.png': 10×10 pixels is more than 99"));
+    CHECK(decode_image(png, "ten.png", 3, 100).pixels == from_file.pixels);
+    CHECK_THROWS_WITH(decode_image(png, "ten.png", 3, 0), Contains("max_pixels must be positive, got 0"));
     // Over stb_image's own limit (26000 × 26000 × 3 ≥ 2^30) it is stb_image that refuses.
     for (int at : {16, 20}) {
       huge[std::size_t(at) + 2] = 0x65;
