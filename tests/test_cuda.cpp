@@ -492,6 +492,7 @@ struct AttentionCase {
   int batch, gh, gw;
   bool per_sample;  // per-sample positions (a table per sequence) instead of the grid's
   bool masked;      // a key mask: sequence 0 all keys, 1 every third key masked, 2 only the CLS key, 3 none
+  int block = 4;    // LieRE's block (the head dim is 8)
 };
 
 nn::PositionEncodingModuleT<float> attention_pe(nn::Params& params, const AttentionCase& c, int heads, int head_dim) {
@@ -505,7 +506,7 @@ nn::PositionEncodingModuleT<float> attention_pe(nn::Params& params, const Attent
   geo.cls = true;
   PEConfig cfg;
   cfg.set("pe", c.pe);
-  if (c.pe == "liere") cfg.set("block", "4");
+  if (c.pe == "liere") cfg.set("block", std::to_string(c.block));
   nn::PositionEncodingModuleT<float> m(params, cfg, geo, 17);
   perturb(params, 18);
   return m;
@@ -1103,6 +1104,25 @@ TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' b
        {AttentionCase{"liere", 128, 3, 4, false, false}, AttentionCase{"liere", 37, 3, 4, false, true}}) {
     INFO("attention, B " << c.batch << (c.masked ? " masked" : ""));
     check_attention_run(run_attention(c, Device::cuda), run_attention(c, Device::cpu));
+  }
+  // The gather and its backward a thread per block of the rotation (k_gather_blocks, k_unrotate_blocks; 4 values a
+  // thread where nothing rotates in them): the same sums as the element kernels, so the output, the map and dqkv
+  // agree to the bit. The parameters' gradients also pass through k_dtables, whose runs change with the switch:
+  // those against the CPU. Blocks 2, 4, 8, a CLS token, per-sample tables, masks, STRING's transforms.
+  for (const AttentionCase& c :
+       {AttentionCase{"liere", 4, 3, 4, false, true, 8}, AttentionCase{"liere", 37, 3, 4, true, false, 4},
+        AttentionCase{"liere", 3, 9, 9, false, false, 2}, AttentionCase{"rope-mixed", 4, 4, 4, false, true},
+        AttentionCase{"string", 4, 3, 4, true, true}}) {
+    INFO("gather by blocks: " << c.pe << " block " << c.block << ", B " << c.batch << (c.per_sample ? " per-sample" : "")
+                              << (c.masked ? " masked" : ""));
+    cuda::set_flat_kernels(false);
+    const AttentionRun element = run_attention(c, Device::cuda);
+    cuda::set_flat_kernels(true);
+    const AttentionRun blocks = run_attention(c, Device::cuda);
+    CHECK(blocks.out == element.out);
+    CHECK(blocks.probs == element.probs);
+    CHECK(blocks.dqkv == element.dqkv);
+    check_attention_run(blocks, run_attention(c, Device::cpu));
   }
   cuda::set_flat_kernels(was);
 }

@@ -200,8 +200,10 @@ bool attention_packs_on();
 // after the device time was spent, not yet run on a GPU; on with set_flat_kernels(true) or LIERE_CUDA_FLAT_KERNELS=1
 // in the environment): the 16-bit packs' conversion a thread per four values of a row instead of a warp per row
 // (gemm_act's aligned packs), GELU forward and backward on float4 instead of an element a thread: the same bits either
-// way; and the shared tables' gradient summed over runs of 8 sequences, not about 26 (ViT-Tiny at B 128): the same
-// sums grouped otherwise. test_cuda compares them, and gpu_run.sh times them.
+// way; attention's gather and its backward a thread per block of the rotation (2, 3, 4 or 8 values; 4 where they only
+// copy) instead of a thread per value: the same bits (written 2026-11-27, not yet run either); and the shared tables'
+// gradient summed over runs of 8 sequences, not about 26 (ViT-Tiny at B 128): the same sums grouped otherwise.
+// test_cuda compares them, and gpu_run.sh times them.
 void set_flat_kernels(bool on);
 bool flat_kernels_on();
 // Whether a table forward since the last clear met a non-finite generator or position (reads a device flag:

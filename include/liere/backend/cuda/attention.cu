@@ -4,7 +4,8 @@
 // Forward:
 //   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward
 //   gather      q̂ (B, H, T, D), k̂, v (B, H, TP, D) (TP below) from the packed qkv rows: q̂ = R(t)·q blockwise
-//               (kernels::rotate_entry, one thread per output element), tokens < f and heads without a table
+//               (kernels::rotate_entry, one thread per output element, or per block under set_flat_kernels:
+//               k_gather_blocks), tokens < f and heads without a table
 //               copied. Blocks larger than kGemmRotationAbove (16) with a table shared by the batch: the gather
 //               copies the rest, and the rotated entries are the strided-batched GEMMs of backend/rotate_gemms.hpp
 //               (the CPU's products), in full float even under TF32
@@ -40,6 +41,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace liere::cuda {
@@ -169,6 +171,43 @@ __global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std:
   }
 }
 
+// k_gather a thread per K consecutive values of a head's row (set_flat_kernels): each block of the rotation read
+// once into registers and its table block once, instead of K threads each reading the whole block for one value.
+// K is the rotation's block where the kernel rotates (flat_chunk); the same rotate_entry sums, so the same bits.
+template <int K>
+__global__ void k_gather_blocks(const float* sq, const float* sk, std::int64_t sb, std::int64_t st, const float* v,
+                                std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int TP, int H,
+                                int D) {
+  const int nbk = D / K;
+  const Index n = Index(B) * H * TP * nbk;
+  LIERE_CUDA_LOOP(c, n) {
+    const int i0 = int(c % nbk) * K, t = int((c / nbk) % TP), h = int((c / (Index(nbk) * TP)) % H);
+    const Index b = c / (Index(nbk) * TP * H);
+    const Index kidx = ((b * H + h) * TP + t) * D + i0;
+    if (t >= T) {
+      for (int i = 0; i < K; ++i) kh[kidx + i] = vh[kidx + i] = 0.f;
+      continue;
+    }
+    const Index qidx = ((b * H + h) * T + t) * D + i0;
+    const std::int64_t off = b * sb + t * st + h * D + i0;
+    if (r.tables[h] && t >= r.first) {
+      if (!r.by_gemm) {
+        const float* blk = table_block(r, h, b, t, i0);
+        float xq[K], xk[K];
+        for (int j = 0; j < K; ++j) xq[j] = sq[off + j], xk[j] = sk[off + j];
+        for (int i = 0; i < K; ++i) {
+          qh[qidx + i] = kernels::rotate_entry(blk, K, xq, i);
+          kh[kidx + i] = kernels::rotate_entry(blk, K, xk, i);
+        }
+      }
+    } else {
+      for (int i = 0; i < K; ++i) qh[qidx + i] = sq[off + i], kh[kidx + i] = sk[off + i];
+    }
+    const float* vs = v + (b * T + t) * ld + h * D + i0;
+    for (int i = 0; i < K; ++i) vh[kidx + i] = vs[i];
+  }
+}
+
 // A warp per row (common.cuh: launched over rows · kWarp threads).
 // Rows of T scores, TP (scores_ld) apart.
 __global__ void k_softmax(float* p, const std::uint8_t* mask, int T, int TP, int H, Index rows) {
@@ -222,6 +261,63 @@ __global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq,
       dk[o] = overwrite ? gk : dk[o] + gk;
     }
     if (dv) dv[(b * T + t) * ldv + h * D + i] += dvh[kidx];
+  }
+}
+
+// k_unrotate a thread per K consecutive values (set_flat_kernels; as k_gather_blocks): the same
+// rotate_backward_entry sums.
+template <int K>
+__global__ void k_unrotate_blocks(const float* dqh, const float* dkh, Rot r, float* dq, float* dk, std::int64_t db,
+                                  std::int64_t dt, bool overwrite, const float* dvh, float* dv, std::int64_t ldv, int B,
+                                  int T, int TP, int H, int D) {
+  const int nbk = D / K;
+  const Index n = Index(B) * H * T * nbk;
+  LIERE_CUDA_LOOP(c, n) {
+    const int i0 = int(c % nbk) * K, t = int((c / nbk) % T), h = int((c / (Index(nbk) * T)) % H);
+    const Index b = c / (Index(nbk) * T * H);
+    const Index idx = ((b * H + h) * T + t) * D + i0, kidx = ((b * H + h) * TP + t) * D + i0;
+    const bool rotated = r.tables[h] && t >= r.first;
+    if (dq && !(rotated && r.by_gemm)) {  // by_gemm: the GEMMs' entries
+      float gq[K], gk[K];
+      if (rotated) {
+        const float* blk = table_block(r, h, b, t, i0);
+        for (int j = 0; j < K; ++j) {
+          gq[j] = kernels::rotate_backward_entry(blk, K, dqh + idx, j);
+          gk[j] = kernels::rotate_backward_entry(blk, K, dkh + kidx, j);
+        }
+      } else {
+        for (int j = 0; j < K; ++j) gq[j] = dqh[idx + j], gk[j] = dkh[kidx + j];
+      }
+      const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i0;
+      for (int j = 0; j < K; ++j) {
+        dq[o + j] = overwrite ? gq[j] : dq[o + j] + gq[j];
+        dk[o + j] = overwrite ? gk[j] : dk[o + j] + gk[j];
+      }
+    }
+    if (dv)
+      for (int j = 0; j < K; ++j) dv[(b * T + t) * ldv + h * D + i0 + j] += dvh[kidx + j];
+  }
+}
+
+// The values a thread of k_gather_blocks and k_unrotate_blocks takes, or 0 for the element kernels: off unless
+// set_flat_kernels; the rotation's block where the kernels rotate (blocks of 2, 3, 4 or 8, the sizes compiled); 4
+// where they only copy (no head rotated, or the GEMMs rotate) and D allows.
+int flat_chunk(const Rot& r, int H, int D) {
+  if (!flat_kernels_on()) return 0;
+  bool rotates = false;
+  for (int h = 0; h < H; ++h) rotates = rotates || r.tables[h] != nullptr;
+  if (rotates && !r.by_gemm) return r.block == 2 || r.block == 3 || r.block == 4 || r.block == 8 ? r.block : 0;
+  return D % 4 == 0 ? 4 : 0;
+}
+// f(std::integral_constant<int, K>) for the chunks flat_chunk returns; false for 0.
+template <class F>
+bool with_chunk(int k, F&& f) {
+  switch (k) {
+    case 2: return f(std::integral_constant<int, 2>{}), true;
+    case 3: return f(std::integral_constant<int, 3>{}), true;
+    case 4: return f(std::integral_constant<int, 4>{}), true;
+    case 8: return f(std::integral_constant<int, 8>{}), true;
+    default: return false;
   }
 }
 
@@ -340,7 +436,11 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
   }
   const Rot r = rot_of(a);
-  LIERE_CUDA_LAUNCH(k_gather, nk, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
+  if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        LIERE_CUDA_LAUNCH(k_gather_blocks<K>, nk / K, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
+      }))
+    LIERE_CUDA_LAUNCH(k_gather, nk, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
   if (r.by_gemm) {
     const HeadsLayout src{sb, stok}, dq = heads_layout(T, H, D), dk = heads_layout(TP, H, D);
     const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
@@ -462,11 +562,16 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     dxb = floats(2 * rows * HD);
     dxq = dxb.get<float>();
     dxk = dxq + rows * HD;
-    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dxq, dxk, std::int64_t(T) * HD, HD, true, dvh, dv, a.ld, B, T, TP, H,
-                      D);
-  } else {
-    LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, dq, dk, std::int64_t(T) * a.ld, a.ld, false, dvh, dv, a.ld, B, T, TP,
-                      H, D);
+  }
+  {
+    float *uq = transformed ? dxq : dq, *uk = transformed ? dxk : dk;
+    const std::int64_t udb = std::int64_t(T) * (transformed ? HD : a.ld), udt = transformed ? HD : a.ld;
+    if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
+          constexpr int K = decltype(k)::value;
+          LIERE_CUDA_LAUNCH(k_unrotate_blocks<K>, n / K, dqh, dkh, r, uq, uk, udb, udt, transformed, dvh, dv, a.ld, B,
+                            T, TP, H, D);
+        }))
+      LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, uq, uk, udb, udt, transformed, dvh, dv, a.ld, B, T, TP, H, D);
   }
   const HeadsLayout gl = heads_layout(T, H, D), glk = heads_layout(TP, H, D);  // dq̂; dk̂ (padded keys)
   const std::int64_t gfrom = std::int64_t(r.first) * D;
