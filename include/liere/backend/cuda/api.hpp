@@ -201,8 +201,9 @@ bool attention_packs_on();
 // in the environment): the 16-bit packs' conversion a thread per four values of a row instead of a warp per row
 // (gemm_act's aligned packs), GELU forward and backward on float4 instead of an element a thread: the same bits either
 // way; attention's gather and its backward a thread per block of the rotation (2, 3, 4 or 8 values; 4 where they only
-// copy) instead of a thread per value: the same bits (written 2026-11-27, not yet run either); and the shared tables'
-// gradient summed over runs of 8 sequences, not about 26 (ViT-Tiny at B 128): the same sums grouped otherwise.
+// copy) instead of a thread per value: the same bits; the tables' gradient a thread per row of a table block (written
+// 2026-11-27, not yet run either); and the shared tables' gradient summed over runs of 8 sequences, not about 26
+// (ViT-Tiny at B 128): the same sums grouped otherwise.
 // test_cuda compares them, and gpu_run.sh times them.
 void set_flat_kernels(bool on);
 bool flat_kernels_on();

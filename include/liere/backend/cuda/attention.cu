@@ -360,6 +360,40 @@ __global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, c
     part[idx] = acc;
   }
 }
+// k_dtables a thread per row of a table block (set_flat_kernels; K = the block): the K entries (i, 0…K−1) share
+// dq̂_i and dk̂_i, read once for the K sums instead of once per entry, and the K inputs x̃_j the threads of a block
+// read alike; each entry's sum in k_dtables's order, written where k_dtables writes it.
+template <int K>
+__global__ void k_dtables_blocks(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
+                                 std::int64_t st, Rot r, DTables d, int B, int T, int TP, int H, int D, int chunk,
+                                 int chunks, float* part) {
+  constexpr int bb = K * K;
+  const Index per = Index(r.table_tokens) * r.nb * bb, entries = Index(d.count) * per, lines = entries / K;
+  LIERE_CUDA_LOOP(idx, lines * chunks) {
+    const Index e0 = (idx % lines) * K;  // the entry (…, i, 0)
+    const int c = int(idx / lines);
+    const int u = int(e0 / per);
+    const Index rem = e0 % per;
+    const int i = int((rem / K) % K), kb = int((rem / bb) % r.nb);
+    const Index row = rem / (Index(r.nb) * bb);
+    const bool shared = r.table_tokens == r.tr;
+    const Index b0 = shared ? Index(c) * chunk : row / r.tr;
+    const Index b1 = shared ? (b0 + chunk < B ? b0 + chunk : B) : b0 + 1;
+    const int t = r.first + int(shared ? row : row % r.tr);
+    float acc[K] = {};
+    for (int h = 0; h < H; ++h) {
+      if (!((d.heads[u] >> h) & 1ull)) continue;
+      const int di = kb * K + i, x0 = kb * K;
+      for (Index b = b0; b < b1; ++b) {
+        const Index gq = ((b * H + h) * T + t) * D, gk = ((b * H + h) * TP + t) * D;  // dq̂ T rows, dk̂ TP
+        const std::int64_t x = b * sb + std::int64_t(t) * st + h * D + x0;
+        const float dq = dqh[gq + di], dk = dkh[gk + di];
+        for (int j = 0; j < K; ++j) acc[j] += dq * xq[x + j] + dk * xk[x + j];
+      }
+    }
+    for (int j = 0; j < K; ++j) part[Index(c) * entries + e0 + j] = acc[j];
+  }
+}
 __global__ void k_dtables_finish(const float* part, Index entries, int chunks, Rot r, DTables d) {
   const Index per = Index(r.table_tokens) * r.nb * r.block * r.block;
   LIERE_CUDA_LOOP(e, entries) {
@@ -618,8 +652,13 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
       int chunk = 0, chunks = 0;
       dtables_runs(entries, B, r.table_tokens == r.tr, &chunk, &chunks);
       DeviceBlock partb = floats(entries * chunks);
-      LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H, D, chunk, chunks,
-                        partb.get<float>());
+      if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
+            constexpr int K = decltype(k)::value;
+            LIERE_CUDA_LAUNCH(k_dtables_blocks<K>, entries / K * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H,
+                              D, chunk, chunks, partb.get<float>());
+          }))
+        LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H, D, chunk, chunks,
+                          partb.get<float>());
       LIERE_CUDA_LAUNCH(k_dtables_finish, entries, partb.get<float>(), entries, chunks, r, d);
     }
   }
