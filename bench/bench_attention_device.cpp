@@ -13,15 +13,16 @@
 // probabilities for scale. An error (out of device memory) is reported for its run, and the next run goes on.
 //
 //   ./build/bench/bench_attention_device --device cuda [--shapes 4097:2,8193:1] [--impl both] [--json OUT]
+#include <app/flags.hpp>
 #include <liere/nn/engine.hpp>
 #ifdef LIERE_WITH_CUDA
 #include <liere/backend/cuda/memory.hpp>
 #endif
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -101,8 +102,9 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
     const liere::bench::Timing t = liere::bench::time_ms(step, o.reps, o.warmup);
     const double peak_mib = double(pool.stats().peak_in_use - base) / (1 << 20);
     const double probs_mib = double(B) * H * T * T * sizeof(float) / (1 << 20);
-    std::printf("%-8s %-4s T=%5d B=%4d  %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f MiB\n",
-                impl, to_string(o.device), T, B, t.median_ms, t.min_ms, peak_mib, probs_mib);
+    std::printf(
+        "%-8s %-4s T=%5d B=%4d  %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f MiB\n",
+        impl, to_string(o.device), T, B, t.median_ms, t.min_ms, peak_mib, probs_mib);
     std::fflush(stdout);
     json()
         .add("H", H)
@@ -123,71 +125,71 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
   }
 }
 
-void usage(const char* argv0) {
-  std::printf(
-      "usage: %s [--device cpu|cuda] [--shapes T:B,...] [--impl WHICH] [--reps N] [--warmup N] [--json PATH]\n"
-      "Flash vs unfused attention through nn::attention on a device (float32, H=%d, D=%d, LieRE-%d), forward +\n"
-      "backward: median [min] ms and the pool's peak bytes.\n"
-      "  --device D     cpu or cuda [cpu]\n"
-      "  --shapes LIST  tokens:batch pairs, tokens = side^2 + 1 (a square grid and CLS) [65:128,1025:8,4097:2]\n"
-      "  --impl WHICH   both, flash or unfused [both]\n"
-      "  --reps N       timed repetitions [3]\n"
-      "  --warmup N     untimed repetitions first [1]\n"
-      "  --json PATH    append one JSON object per run\n",
-      argv0, kHeads, kHeadDim, kBlock);
+// The flags into o; false after --help.
+bool parse_flags(int argc, char** argv, Options& o) {
+  using liere::app::Range;
+  liere::app::Flags f(
+      "bench_attention_device",
+      "Flash vs unfused attention through nn::attention on a device (float32, H=" + std::to_string(kHeads) +
+          ", D=" + std::to_string(kHeadDim) + ", LieRE-" + std::to_string(kBlock) +
+          "), forward +\nbackward: median [min] ms and the pool's peak bytes.");
+  f.section("Options");
+  f.add(
+      "device", "D", "cpu or cuda",
+      [&](const std::string& v) {
+        LIERE_ENSURE(v == "cpu" || v == "cuda", "expected cpu or cuda");
+#ifndef LIERE_WITH_CUDA
+        LIERE_ENSURE(v == "cpu", "this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON)");
+#endif
+        o.device = v == "cuda" ? Device::cuda : Device::cpu;
+      },
+      [&] { return std::string(to_string(o.device)); });
+  f.add(
+      "shapes", "LIST", "tokens:batch pairs, tokens = side^2 + 1 (a square grid and CLS)",
+      [&](const std::string& v) {
+        o.shapes = liere::bench::parse_shapes(
+            v,
+            [](int T, int B) {
+              const long side = T >= 2 ? std::lround(std::sqrt(double(T - 1))) : 0;
+              return B >= 1 && T >= 2 && side * side == T - 1;
+            },
+            "T:B with T = side^2 + 1 (65, 1025, 4097, ...) and B >= 1");
+      },
+      [&] { return liere::bench::shapes_text(o.shapes); });
+  f.add(
+      "impl", "WHICH", "both, flash or unfused",
+      [&](const std::string& v) { liere::bench::parse_impl(v, o.run_unfused, o.run_flash); },
+      [&] { return liere::bench::impl_text(o.run_unfused, o.run_flash); });
+  f.add("reps", &o.reps, "timed repetitions", Range{1, INT_MAX});
+  f.add("warmup", &o.warmup, "untimed repetitions first", Range{0, INT_MAX});
+  f.add("json", &o.json, "append one JSON object per run to PATH", "PATH");
+  return f.parse(argc, argv);
+}
+
+// With --device cuda: whether a device is there (else the reason is printed); prints which one.
+bool check_device(const Options& o) {
+  if (o.device != Device::cuda) return true;
+#ifdef LIERE_WITH_CUDA
+  if (cuda::device_count() == 0) {
+    std::fprintf(stderr, "bench_attention_device: --device cuda: %s\n", cuda::device_description().c_str());
+    return false;
+  }
+  std::printf("device: %s\n", cuda::device_description().c_str());
+#endif
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return liere::bench::flag_value(argc, argv, i); };
-    if (a == "--device") {
-      const std::string v = value();
-      if (v != "cpu" && v != "cuda") {
-        std::fprintf(stderr, "--device %s: expected cpu or cuda\n", v.c_str());
-        return 2;
-      }
-      o.device = v == "cuda" ? Device::cuda : Device::cpu;
-    } else if (a == "--shapes") {
-      o.shapes = liere::bench::parse_shapes(
-          value(),
-          [](int T, int B) {
-            const long side = T >= 2 ? std::lround(std::sqrt(double(T - 1))) : 0;
-            return B >= 1 && T >= 2 && side * side == T - 1;
-          },
-          "T:B with T = side^2 + 1 (65, 1025, 4097, ...) and B >= 1");
-    } else if (a == "--impl") {
-      liere::bench::parse_impl(value(), o.run_unfused, o.run_flash);
-    } else if (a == "--reps") {
-      o.reps = std::atoi(value().c_str());
-    } else if (a == "--warmup") {
-      o.warmup = std::atoi(value().c_str());
-    } else if (a == "--json") {
-      o.json = value();
-    } else {
-      usage(argv[0]);
-      return a == "--help" || a == "-h" ? 0 : 2;
-    }
-  }
-  if (o.reps < 1) o.reps = 1;
-  if (o.device == Device::cuda) {
-#ifdef LIERE_WITH_CUDA
-    if (cuda::device_count() == 0) {
-      std::fprintf(stderr, "--device cuda: %s\n", cuda::device_description().c_str());
-      return 2;
-    }
-    std::printf("device: %s\n", cuda::device_description().c_str());
-#else
-    std::fprintf(stderr, "--device cuda: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON)\n");
-    return 2;
-#endif
-  }
-  int failed = 0;
-  for (const RunShape& sh : o.shapes)
-    for (bool flash : {false, true})
-      if (flash ? o.run_flash : o.run_unfused) failed += run_one(flash, sh, o) ? 0 : 1;
-  return failed ? 1 : 0;
+  return app::run_main("bench_attention_device", [&] {
+    Options o;
+    if (!parse_flags(argc, argv, o)) return 0;
+    if (!check_device(o)) return 2;
+    int failed = 0;
+    for (const RunShape& sh : o.shapes)
+      for (bool flash : {false, true})
+        if (flash ? o.run_flash : o.run_unfused) failed += run_one(flash, sh, o) ? 0 : 1;
+    return failed ? 1 : 0;
+  });
 }

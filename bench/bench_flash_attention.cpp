@@ -11,14 +11,13 @@
 // prints the median [min] wall ms, the median process CPU ms per call (all threads), the peak RSS, and the bytes
 // of the unfused op's (B, H, T, T) probabilities that the flash op does not keep (its backward also takes a
 // (T, T) scratch per thread). One JSON object per run with --json.
-#include <liere/attention.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <app/flags.hpp>
+#include <climits>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <liere/attention.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,9 +102,11 @@ void run_one(bool flash, Shape sh, const Options& o) {
   // The (T, T) products, 2·B·H·T²·D flops each: forward Q̂K̂ᵀ and PV; backward dV, dP, dQ̂, dK̂ and, in the flash
   // op, Q̂K̂ᵀ again.
   const double flops = double(B) * H * T * T * D * (flash ? 14.0 : 12.0);
-  std::printf("%-8s T=%5d B=%4d  %9.1f [%9.1f] ms  cpu %9.1f ms  %6.1f GFLOP/s  peak RSS %8.1f MiB  (B,H,T,T) probs %8.1f MiB  sum %.6g\n",
-              flash ? "flash" : "unfused", T, B, t.median_ms, t.min_ms, t.cpu_median_ms, flops / (t.median_ms * 1e6),
-              liere::bench::peak_rss_mib(), probs_mib, checksum);
+  std::printf(
+      "%-8s T=%5d B=%4d  %9.1f [%9.1f] ms  cpu %9.1f ms  %6.1f GFLOP/s  peak RSS %8.1f MiB  (B,H,T,T) probs %8.1f MiB  "
+      "sum %.6g\n",
+      flash ? "flash" : "unfused", T, B, t.median_ms, t.min_ms, t.cpu_median_ms, flops / (t.median_ms * 1e6),
+      liere::bench::peak_rss_mib(), probs_mib, checksum);
   std::fflush(stdout);
   liere::bench::JsonLine()
       .add("bench", "flash_attention")
@@ -126,64 +127,70 @@ void run_one(bool flash, Shape sh, const Options& o) {
       .emit(o.json);
 }
 
-void usage(const char* argv0) {
-  std::printf(
-      "usage: %s [--shapes T:B,...] [--tiles Q:K] [--impl WHICH] [--reps N] [--warmup N] [--threads N] [--json PATH]\n"
-      "Flash vs unfused attention (CPU, float32, H=%d, D=%d, LieRE-%d tables), forward + backward.\n"
-      "  --shapes LIST  tokens:batch pairs [65:128,1024:8,4096:2]\n"
-      "  --tiles Q:K    the flash op's query and key tile rows [128:128]\n"
-      "  --impl WHICH   both, flash or unfused [both]\n"
-      "  --reps N       timed repetitions (median, min) [3]\n"
-      "  --warmup N     untimed repetitions first [1]\n"
-      "  --threads N    OpenMP threads [OMP_NUM_THREADS or all cores]\n"
-      "  --json PATH    append one JSON object per run\n",
-      argv0, kHeads, kHeadDim, kBlock);
+// The flags into o; false after --help.
+bool parse_flags(int argc, char** argv, Options& o) {
+  using liere::app::Range;
+  liere::app::Flags f("bench_flash_attention", "Flash vs unfused attention (CPU, float32, H=" + std::to_string(kHeads) +
+                                                   ", D=" + std::to_string(kHeadDim) + ", LieRE-" +
+                                                   std::to_string(kBlock) + " tables), forward + backward.");
+  f.section("Options");
+  f.add(
+      "shapes", "LIST", "tokens:batch pairs",
+      [&](const std::string& v) {
+        o.shapes = liere::bench::parse_shapes(
+            v, [](int T, int B) { return T >= 1 && B >= 1; }, "T:B with positive integers");
+      },
+      [&] { return liere::bench::shapes_text(o.shapes); });
+  f.add(
+      "tiles", "Q:K", "the flash op's query and key tile rows",
+      [&](const std::string& v) {
+        liere::cpu::FlashTiles t{};
+        LIERE_ENSURE(std::sscanf(v.c_str(), "%d:%d", &t.q, &t.k) == 2 && t.q >= 1 && t.k >= 1,
+                     "expected Q:K with positive integers");
+        o.tiles = t;
+      },
+      [&] { return std::to_string(o.tiles.q) + ":" + std::to_string(o.tiles.k); });
+  f.add(
+      "impl", "WHICH", "both, flash or unfused",
+      [&](const std::string& v) { liere::bench::parse_impl(v, o.run_unfused, o.run_flash); },
+      [&] { return liere::bench::impl_text(o.run_unfused, o.run_flash); });
+  f.add("reps", &o.reps, "timed repetitions (median, min)", Range{1, INT_MAX});
+  f.add("warmup", &o.warmup, "untimed repetitions first", Range{0, INT_MAX});
+  f.add("threads", &o.threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)", Range{0, INT_MAX});
+  f.add("json", &o.json, "append one JSON object per run to PATH", "PATH");
+  return f.parse(argc, argv);
+}
+
+// One (implementation, shape) in a child process of its own (fork), so that the peak RSS it prints is its own.
+void run_forked(bool flash, Shape sh, const Options& o) {
+  std::fflush(stdout);  // (else the child would write this process's buffered lines again)
+  const pid_t pid = fork();
+  if (pid == 0) {  // the child never returns: an error ends it with status 1, which the parent reports
+    int code = 0;
+    try {
+      run_one(flash, sh, o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_flash_attention: error: %s\n", e.what());
+      code = 1;
+    }
+    std::fflush(stdout);
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    std::printf("%-8s T=%5d B=%4d  failed (status %d)\n", flash ? "flash" : "unfused", sh.T, sh.B, status);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return liere::bench::flag_value(argc, argv, i); };
-    if (a == "--shapes") {
-      o.shapes = liere::bench::parse_shapes(
-          value(), [](int T, int B) { return T >= 1 && B >= 1; }, "T:B with positive integers");
-    } else if (a == "--tiles") {
-      if (std::sscanf(value().c_str(), "%d:%d", &o.tiles.q, &o.tiles.k) != 2 || o.tiles.q < 1 || o.tiles.k < 1) {
-        std::fprintf(stderr, "--tiles: expected Q:K with positive integers\n");
-        return 2;
-      }
-    } else if (a == "--impl") {
-      liere::bench::parse_impl(value(), o.run_unfused, o.run_flash);
-    } else if (a == "--reps") {
-      o.reps = std::atoi(value().c_str());
-    } else if (a == "--warmup") {
-      o.warmup = std::atoi(value().c_str());
-    } else if (a == "--threads") {
-      o.threads = std::atoi(value().c_str());
-    } else if (a == "--json") {
-      o.json = value();
-    } else {
-      usage(argv[0]);
-      return a == "--help" || a == "-h" ? 0 : 2;
-    }
-  }
-  if (o.reps < 1) o.reps = 1;
-  for (const Shape& sh : o.shapes)
-    for (bool flash : {false, true}) {
-      if (!(flash ? o.run_flash : o.run_unfused)) continue;
-      const pid_t pid = fork();
-      if (pid == 0) {
-        run_one(flash, sh, o);
-        std::fflush(stdout);
-        _exit(0);
-      }
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        std::printf("%-8s T=%5d B=%4d  failed (status %d)\n", flash ? "flash" : "unfused", sh.T, sh.B, status);
-    }
-  return 0;
+  return liere::app::run_main("bench_flash_attention", [&] {
+    Options o;
+    if (!parse_flags(argc, argv, o)) return 0;
+    for (const Shape& sh : o.shapes)
+      for (bool flash : {false, true})
+        if (flash ? o.run_flash : o.run_unfused) run_forked(flash, sh, o);
+    return 0;
+  });
 }

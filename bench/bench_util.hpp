@@ -113,27 +113,21 @@ class JsonLine {
   liere::io::json::Writer w_;  // the open object; str() closes it
 };
 
-// The attention benchmarks' flags (bench_flash_attention, bench_attention_device).
-// The value of option argv[i] (argv[i + 1], and i moves past it); a missing one exits 2 naming the option.
-inline std::string flag_value(int argc, char** argv, int& i) {
-  if (i + 1 >= argc) {
-    std::fprintf(stderr, "%s needs a value\n", argv[i]);
-    std::exit(2);
-  }
-  return argv[++i];
-}
-// --impl both|flash|unfused into which of the two runs; another value exits 2 with the allowed ones.
+// The attention benchmarks' flags (bench_flash_attention, bench_attention_device). A bad value throws
+// liere::Error, which app::Flags reports as a usage error naming the flag (exit code 2).
+// --impl both|flash|unfused into which of the two runs.
 inline void parse_impl(const std::string& v, bool& run_unfused, bool& run_flash) {
-  if (v != "both" && v != "flash" && v != "unfused") {
-    std::fprintf(stderr, "--impl %s: expected both, flash or unfused\n", v.c_str());
-    std::exit(2);
-  }
+  LIERE_ENSURE(v == "both" || v == "flash" || v == "unfused", "expected both, flash or unfused");
   run_unfused = v != "flash";
   run_flash = v != "unfused";
 }
+// The value of --impl that selects these runs (--help's default).
+inline std::string impl_text(bool run_unfused, bool run_flash) {
+  return run_unfused && run_flash ? "both" : run_flash ? "flash" : "unfused";
+}
 
-// --shapes "T:B,T:B,…" (tokens, batch) into pairs; a pair that is not two integers or that `ok` refuses exits 2
-// with "--shapes: '<pair>' is not <expected>".
+// --shapes "T:B,T:B,…" (tokens, batch) into pairs; a pair that is not two integers or that `ok` refuses throws
+// "'<pair>' is not <expected>".
 struct TokensBatch {
   int T, B;
 };
@@ -146,14 +140,21 @@ inline std::vector<TokensBatch> parse_shapes(const std::string& v, const std::fu
     const std::string tok = v.substr(at, end - at);
     if (tok.empty() && end == v.size()) break;  // "" or a trailing comma: nothing more
     TokensBatch sh{};
-    if (std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) != 2 || !ok(sh.T, sh.B)) {
-      std::fprintf(stderr, "--shapes: '%s' is not %s\n", tok.c_str(), expected);
-      std::exit(2);
-    }
+    LIERE_ENSURE(std::sscanf(tok.c_str(), "%d:%d", &sh.T, &sh.B) == 2 && ok(sh.T, sh.B),
+                 "'" << tok << "' is not " << expected);
     out.push_back(sh);
     at = end + 1;
   }
   return out;
+}
+// The pairs as --shapes writes them (--help's default).
+inline std::string shapes_text(const std::vector<TokensBatch>& shapes) {
+  std::string s;
+  for (const TokensBatch& sh : shapes) {
+    if (!s.empty()) s += ',';  // (not "," + std::string: gcc 12 warns about that inlined, -Wrestrict)
+    s += std::to_string(sh.T) + ":" + std::to_string(sh.B);
+  }
+  return s;
 }
 
 }  // namespace liere::bench
