@@ -28,17 +28,17 @@
 // (keys as torch_attention.py's: bench, impl, enc, B, T, dim, heads, fwd_ms, fwd_min_ms, fwdbwd_ms, …).
 // By default each encoding runs in its own child process (this program again) so that its peak RSS is its own.
 #define LIERE_COUNT_FLOPS
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <app/flags.hpp>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
 #include <liere/attention.hpp>
 #include <liere/backend/cpu/linear.hpp>
 #include <liere/pe/config.hpp>
 #include <liere/pe/encoding.hpp>
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 
 #include "bench_util.hpp"
@@ -49,32 +49,11 @@ constexpr int kBatch = 128, kSide = 8, kTokens = kSide * kSide + 1, kHeads = 3, 
 
 struct Options {
   int reps = 10, warmup = 2, threads = 0;
-  bool quick = false, isolate = true, skip_sgemm = false, profile = false;
+  bool quick = false, no_isolate = false, skip_sgemm = false, profile = false;
   std::string json, child;  // child: internal, the file a child process appends its JSON line to
   double sgemm = 0;         // internal: measured by the parent
   std::vector<std::string> encodings = {"none", "rope-mixed", "liere8", "liere64"};
 };
-
-void usage(const char* argv0) {
-  std::printf(
-      "usage: %s [--enc LIST] [--reps N] [--warmup N] [--threads N] [--json PATH] [--quick] [--no-isolate]\n"
-      "          [--skip-sgemm] [--profile]\n"
-      "One attention layer + its position encoding (B=%d, T=%d = CLS + %dx%d, dim %d, %d heads of %d, float32),\n"
-      "the workload of bench/torch_attention.py: PE tables, qkv Linear, rotate q/k, softmax attention, proj Linear;\n"
-      "forward, and forward + backward to x, both Linears and the PE parameters.\n"
-      "  --enc LIST     comma-separated: none, rope-mixed, liere<B> (B in 2,3,4,8,16,32,64) or any --pe name\n"
-      "                 [none,rope-mixed,liere8,liere64]\n"
-      "  --reps N       timed repetitions, median and min reported [10]\n"
-      "  --warmup N     untimed repetitions first [2]\n"
-      "  --threads N    OpenMP threads [OMP_NUM_THREADS or all cores]\n"
-      "  --json PATH    append one JSON object per encoding to PATH\n"
-      "  --quick        smoke run: 2 reps, 1 warm-up\n"
-      "  --no-isolate   run every encoding in this process (default: one child process each, so that the peak\n"
-      "                 RSS printed is that encoding's own)\n"
-      "  --skip-sgemm   do not measure the machine's sgemm rate\n"
-      "  --profile      also time each stage of fwd+bwd on its own (median ms per stage)\n",
-      argv0, kBatch, kTokens, kSide, kSide, kDim, kHeads, kHeadDim);
-}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -82,6 +61,14 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string tok; std::getline(ss, tok, ',');)
     if (!tok.empty()) out.push_back(tok);
   return out;
+}
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v) {
+    if (!s.empty()) s += ',';
+    s += e;
+  }
+  return s;
 }
 
 // The PEConfig of an encoding name.
@@ -98,6 +85,46 @@ liere::PEConfig config_of(const std::string& enc) {
   return cfg;
 }
 
+// The flags into opt (--quick applied); false after --help. An unknown encoding is a usage error, before any timing.
+bool parse_flags(int argc, char** argv, Options& opt) {
+  using liere::app::Range;
+  liere::app::Flags f("bench_attention",
+                      "One attention layer + its position encoding (B=" + std::to_string(kBatch) +
+                          ", T=" + std::to_string(kTokens) + " = CLS + " + std::to_string(kSide) + "x" +
+                          std::to_string(kSide) + ", dim " + std::to_string(kDim) + ", " + std::to_string(kHeads) +
+                          " heads of " + std::to_string(kHeadDim) +
+                          ", float32),\nthe workload of bench/torch_attention.py: PE tables, qkv Linear, rotate q/k, "
+                          "softmax attention, "
+                          "proj Linear;\nforward, and forward + backward to x, both Linears and the PE parameters.");
+  f.section("Options");
+  f.add(
+      "enc", "LIST", "comma-separated: none, rope-mixed, liere<B> (B in 2,3,4,8,16,32,64) or any --pe name",
+      [&](const std::string& v) {
+        opt.encodings = split(v);
+        for (const auto& e : opt.encodings) config_of(e);
+      },
+      [&] { return join(opt.encodings); });
+  f.add("reps", &opt.reps, "timed repetitions, median and min reported", Range{1, INT_MAX});
+  f.add("warmup", &opt.warmup, "untimed repetitions first", Range{0, INT_MAX});
+  f.add("threads", &opt.threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)", Range{0, INT_MAX});
+  f.add("json", &opt.json, "append one JSON object per encoding to PATH", "PATH");
+  f.add_switch("quick", &opt.quick, "smoke run: 2 reps, 1 warm-up");
+  f.add_switch("no-isolate", &opt.no_isolate,
+               "run every encoding in this process (default: one child process each, so that the peak RSS printed "
+               "is that encoding's own)");
+  f.add_switch("skip-sgemm", &opt.skip_sgemm, "do not measure the machine's sgemm rate");
+  f.add_switch("profile", &opt.profile, "also time each stage of fwd+bwd on its own (median ms per stage)");
+  f.section("Internal (the options this program gives the child process of an encoding)");
+  f.add("_child", &opt.child, "run one encoding and append its JSON line to PATH", "PATH");
+  f.add("_sgemm", &opt.sgemm, "the sgemm rate the parent measured, GFLOP/s (0: none)");
+  if (!f.parse(argc, argv)) return false;
+  if (opt.quick) {
+    opt.reps = std::min(opt.reps, 2);
+    opt.warmup = std::min(opt.warmup, 1);
+  }
+  return true;
+}
+
 struct Result {
   liere::bench::Timing fwd, fwdbwd;
   double flops_fwd = 0, flops_fwdbwd = 0;  // GEMM-like flops, plus the table products counted by exp.hpp
@@ -111,9 +138,9 @@ struct Result {
 // backward does twice as many (two products per forward product).
 double layer_flops(const liere::PositionEncoding<float>& pe) {
   const double n = double(kBatch) * kTokens;
-  double f = 2 * n * kDim * 3 * kDim                                // qkv projection
+  double f = 2 * n * kDim * 3 * kDim                                     // qkv projection
              + 2 * 2.0 * kBatch * kHeads * kTokens * kTokens * kHeadDim  // q̂k̂ᵀ and P·v
-             + 2 * n * kDim * kDim;                                 // output projection
+             + 2 * n * kDim * kDim;                                      // output projection
   if (pe.rotary()) {
     const int b = pe.config().effective_block();
     const int rotated = pe.rotations(0).first_rotated ? kTokens - 1 : kTokens;
@@ -135,7 +162,8 @@ Result run_encoding(const std::string& enc, const Options& opt) {
   geo.train_grid = {kSide, kSide};
   geo.cls = true;
   liere::PositionEncoding<float> pe(cfg, geo, 1);
-  LIERE_ENSURE(pe.tokens() == kTokens, "bench_attention: the encoding has " << pe.tokens() << " tokens, expected " << kTokens);
+  LIERE_ENSURE(pe.tokens() == kTokens,
+               "bench_attention: the encoding has " << pe.tokens() << " tokens, expected " << kTokens);
 
   // Parameters as torch.nn.Linear initialises them (U(−1/√C, 1/√C)), inputs x and C ~ N(0, 1).
   const std::int64_t n = std::int64_t(kBatch) * kTokens;
@@ -154,12 +182,12 @@ Result run_encoding(const std::string& enc, const Options& opt) {
   fill(x, normal);
   fill(c, normal);
   // Activations and gradients.
-  std::vector<float> qkv(n * 3 * kDim);    // (B, T, 3, H, D)
-  std::vector<float> o(n * kDim);          // (B, T, H, D) attention output
-  std::vector<float> y(n * kDim);          // (B, T, C)
-  std::vector<float> dqkv(n * 3 * kDim);   // (B, T, 3, H, D)
-  std::vector<float> d_o(n * kDim);        // (B, T, H, D)
-  std::vector<float> dx(n * kDim);         // (B, T, C)
+  std::vector<float> qkv(n * 3 * kDim);   // (B, T, 3, H, D)
+  std::vector<float> o(n * kDim);         // (B, T, H, D) attention output
+  std::vector<float> y(n * kDim);         // (B, T, C)
+  std::vector<float> dqkv(n * 3 * kDim);  // (B, T, 3, H, D)
+  std::vector<float> d_o(n * kDim);       // (B, T, H, D)
+  std::vector<float> dx(n * kDim);        // (B, T, C)
   std::vector<float> dw_qkv(w_qkv.size()), db_qkv(b_qkv.size()), dw_proj(w_proj.size()), db_proj(b_proj.size());
   liere::AttentionCache<float> cache;
   const liere::AttentionShape shape{kBatch, kTokens, kHeads, kHeadDim};
@@ -169,7 +197,8 @@ Result run_encoding(const std::string& enc, const Options& opt) {
   // The timed work as named stages: the forward is stages [0, kForwardStages), fwd+bwd all of them.
   const std::vector<std::pair<const char*, std::function<void()>>> stages = {
       {"pe.prepare", [&] { pe.prepare(); }},
-      {"qkv linear", [&] { linear_forward<float>(x.data(), w_qkv.data(), b_qkv.data(), qkv.data(), n, kDim, 3 * kDim); }},
+      {"qkv linear",
+       [&] { linear_forward<float>(x.data(), w_qkv.data(), b_qkv.data(), qkv.data(), n, kDim, 3 * kDim); }},
       {"attention fwd",
        [&] {
          liere::attention_forward<float>(shape, qkv.data(), qkv.data() + kDim, qkv.data() + 2 * kDim, ld,
@@ -183,7 +212,7 @@ Result run_encoding(const std::string& enc, const Options& opt) {
          std::fill(dw_proj.begin(), dw_proj.end(), 0.0f);
          std::fill(db_proj.begin(), db_proj.end(), 0.0f);
          pe.zero_grad();
-         // attention_backward accumulates into dqkv (19 MiB): zeroed by all threads, as torch fills in parallel
+    // attention_backward accumulates into dqkv (19 MiB): zeroed by all threads, as torch fills in parallel
 #pragma omp parallel for schedule(static)
          for (std::int64_t r = 0; r < n; ++r) std::fill_n(dqkv.data() + r * 3 * kDim, 3 * kDim, 0.0f);
        }},
@@ -274,7 +303,8 @@ liere::bench::JsonLine json_of(const std::string& enc, const Result& r, const Op
   if (opt.sgemm > 0) j.add("sgemm_gflops", opt.sgemm);
   for (const auto& [name, ms] : r.stages) {
     std::string key = "stage_" + name + "_ms";
-    std::replace_if(key.begin(), key.end(), [](char ch) { return ch == ' ' || ch == '.'; }, '_');
+    std::replace_if(
+        key.begin(), key.end(), [](char ch) { return ch == ' ' || ch == '.'; }, '_');
     j.add(key, ms);
   }
   return j;
@@ -286,8 +316,17 @@ std::string run_child(const char* self, const std::string& enc, const Options& o
   const int fd = mkstemp(tmpl);
   if (fd < 0) return "";
   close(fd);
-  std::vector<std::string> args = {self, "--enc", enc, "--reps", std::to_string(opt.reps), "--warmup",
-                                   std::to_string(opt.warmup), "--_child", tmpl, "--_sgemm", std::to_string(opt.sgemm)};
+  std::vector<std::string> args = {self,
+                                   "--enc",
+                                   enc,
+                                   "--reps",
+                                   std::to_string(opt.reps),
+                                   "--warmup",
+                                   std::to_string(opt.warmup),
+                                   "--_child",
+                                   tmpl,
+                                   "--_sgemm",
+                                   std::to_string(opt.sgemm)};
   if (opt.threads > 0) args.insert(args.end(), {"--threads", std::to_string(opt.threads)});
   if (opt.profile) args.push_back("--profile");
   std::vector<char*> argv;
@@ -303,8 +342,10 @@ std::string run_child(const char* self, const std::string& enc, const Options& o
   int status = 0;
   waitpid(pid, &status, 0);
   std::string line;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) std::getline(std::ifstream(tmpl), line);
-  else std::fprintf(stderr, "bench_attention: the child for --enc %s failed\n", enc.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    std::getline(std::ifstream(tmpl), line);
+  else
+    std::fprintf(stderr, "bench_attention: the child for --enc %s failed\n", enc.c_str());
   std::remove(tmpl);
   return line;
 }
@@ -315,99 +356,62 @@ double json_number(const std::string& line, const std::string& key) {
   return p == std::string::npos ? 0.0 : std::atof(line.c_str() + p + key.size() + 3);
 }
 
+// A child process (--_child): the one encoding, its JSON line appended to the parent's file.
+int run_as_child(const Options& opt) {
+  LIERE_ENSURE(opt.encodings.size() == 1, "internal --_child runs one encoding");
+  const Result r = run_encoding(opt.encodings[0], opt);
+  std::ofstream(opt.child, std::ios::app) << json_of(opt.encodings[0], r, opt).str() << '\n';
+  return 0;
+}
+
+void print_header(const Options& opt) {
+  std::printf("== attention layer + PE (B=%d, T=%d, dim %d, %d heads of %d), liere, threads %d, GEMM %s", kBatch,
+              kTokens, kDim, kHeads, kHeadDim, liere::bench::threads(), liere::cpu::gemm_backend_name());
+  if (opt.sgemm > 0) std::printf(", sgemm %.1f GFLOP/s", opt.sgemm);
+  std::printf("\n   reps=%d, warmup=%d; median [min] ms; float32; peak RSS %s\n", opt.reps, opt.warmup,
+              opt.no_isolate ? "of the process so far (--no-isolate)" : "per encoding");
+  std::printf("  %-12s %18s %18s %10s %10s %9s %9s\n", "encoding", "fwd ms", "fwd+bwd ms", "GF/s fwd", "GF/s f+b",
+              "PE params", "RSS MiB");
+}
+
+// The table row of an encoding from its JSON line (and, with --profile, its stages).
+void print_row(const std::string& enc, const std::string& line, const Options& opt) {
+  char fwd[64], fb[64];
+  std::snprintf(fwd, sizeof fwd, "%.1f [%.1f]", json_number(line, "fwd_ms"), json_number(line, "fwd_min_ms"));
+  std::snprintf(fb, sizeof fb, "%.1f [%.1f]", json_number(line, "fwdbwd_ms"), json_number(line, "fwdbwd_min_ms"));
+  std::printf("  %-12s %18s %18s %10.1f %10.1f %9.0f %9.0f\n", enc.c_str(), fwd, fb, json_number(line, "gflops_fwd"),
+              json_number(line, "gflops_fwdbwd"), json_number(line, "enc_params"), json_number(line, "peak_rss_mib"));
+  if (opt.profile) {
+    std::printf("  %-12s", "");
+    for (std::size_t p = line.find("\"stage_"); p != std::string::npos; p = line.find("\"stage_", p + 1)) {
+      const std::size_t colon = line.find("\":", p);
+      const std::string key = line.substr(p + 7, colon - p - 7 - 3);  // between "stage_ and _ms
+      std::printf(" %s %.1f", key.c_str(), std::atof(line.c_str() + colon + 2));
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        LIERE_ENSURE(i + 1 < argc, a << " needs a value");
-        return argv[++i];
-      };
-      if (a == "--help" || a == "-h") {
-        usage(argv[0]);
-        return 0;
-      } else if (a == "--reps") {
-        opt.reps = std::stoi(value());
-      } else if (a == "--warmup") {
-        opt.warmup = std::stoi(value());
-      } else if (a == "--threads") {
-        opt.threads = std::stoi(value());
-      } else if (a == "--enc") {
-        opt.encodings = split(value());
-      } else if (a == "--json") {
-        opt.json = value();
-      } else if (a == "--quick") {
-        opt.quick = true;
-      } else if (a == "--no-isolate") {
-        opt.isolate = false;
-      } else if (a == "--skip-sgemm") {
-        opt.skip_sgemm = true;
-      } else if (a == "--profile") {
-        opt.profile = true;
-      } else if (a == "--_child") {
-        opt.child = value();
-      } else if (a == "--_sgemm") {
-        opt.sgemm = std::stod(value());
-      } else {
-        std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
-        usage(argv[0]);
-        return 2;
-      }
-    }
-    if (opt.quick) {
-      opt.reps = std::min(opt.reps, 2);
-      opt.warmup = std::min(opt.warmup, 1);
-    }
-    LIERE_ENSURE(opt.reps >= 1 && opt.warmup >= 0, "--reps must be >= 1 and --warmup >= 0");
+  return liere::app::run_main("bench_attention", [&] {
+    Options opt;
+    if (!parse_flags(argc, argv, opt)) return 0;
     liere::bench::set_threads(opt.threads);
-    for (const auto& e : opt.encodings) config_of(e);  // unknown names fail here, before any timing
-
-    if (!opt.child.empty()) {  // child: one encoding, its JSON line to the parent's file
-      LIERE_ENSURE(opt.encodings.size() == 1, "internal --_child runs one encoding");
-      const Result r = run_encoding(opt.encodings[0], opt);
-      std::ofstream(opt.child, std::ios::app) << json_of(opt.encodings[0], r, opt).str() << '\n';
-      return 0;
-    }
+    if (!opt.child.empty()) return run_as_child(opt);
 
     if (!opt.skip_sgemm) opt.sgemm = liere::bench::measure_sgemm_gflops();
-    std::printf("== attention layer + PE (B=%d, T=%d, dim %d, %d heads of %d), liere, threads %d, GEMM %s",
-                kBatch, kTokens, kDim, kHeads, kHeadDim, liere::bench::threads(), liere::cpu::gemm_backend_name());
-    if (opt.sgemm > 0) std::printf(", sgemm %.1f GFLOP/s", opt.sgemm);
-    std::printf("\n   reps=%d, warmup=%d; median [min] ms; float32; peak RSS %s\n", opt.reps, opt.warmup,
-                opt.isolate ? "per encoding" : "of the process so far (--no-isolate)");
-    std::printf("  %-12s %18s %18s %10s %10s %9s %9s\n", "encoding", "fwd ms", "fwd+bwd ms", "GF/s fwd", "GF/s f+b",
-                "PE params", "RSS MiB");
+    print_header(opt);
     for (const auto& enc : opt.encodings) {
-      std::string line;
-      if (opt.isolate) {
-        line = run_child(argv[0], enc, opt);
-        if (line.empty()) continue;
-      } else {
-        line = json_of(enc, run_encoding(enc, opt), opt).str();
-      }
-      char fwd[64], fb[64];
-      std::snprintf(fwd, sizeof fwd, "%.1f [%.1f]", json_number(line, "fwd_ms"), json_number(line, "fwd_min_ms"));
-      std::snprintf(fb, sizeof fb, "%.1f [%.1f]", json_number(line, "fwdbwd_ms"), json_number(line, "fwdbwd_min_ms"));
-      std::printf("  %-12s %18s %18s %10.1f %10.1f %9.0f %9.0f\n", enc.c_str(), fwd, fb, json_number(line, "gflops_fwd"),
-                  json_number(line, "gflops_fwdbwd"), json_number(line, "enc_params"), json_number(line, "peak_rss_mib"));
-      if (opt.profile) {
-        std::printf("  %-12s", "");
-        for (std::size_t p = line.find("\"stage_"); p != std::string::npos; p = line.find("\"stage_", p + 1)) {
-          const std::size_t colon = line.find("\":", p);
-          const std::string key = line.substr(p + 7, colon - p - 7 - 3);  // between "stage_ and _ms
-          std::printf(" %s %.1f", key.c_str(), std::atof(line.c_str() + colon + 2));
-        }
-        std::printf("\n");
-      }
-      std::fflush(stdout);
+      // By default each encoding in a child process (this program again), so that its peak RSS is its own.
+      const std::string line =
+          opt.no_isolate ? json_of(enc, run_encoding(enc, opt), opt).str() : run_child(argv[0], enc, opt);
+      if (line.empty()) continue;
+      print_row(enc, line, opt);
       if (!opt.json.empty()) std::ofstream(opt.json, std::ios::app) << line << '\n';
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_attention: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
