@@ -8,6 +8,7 @@
 #include <liere/backend/cuda/blas_int.hpp>
 #include <liere/backend/kernels/adam.hpp>
 #include <liere/backend/kernels/cross_entropy.hpp>
+#include <liere/backend/kernels/gather.hpp>
 #include <liere/backend/kernels/layernorm.hpp>
 #include <liere/backend/kernels/patch.hpp>
 #include <liere/backend/kernels/pointwise.hpp>
@@ -200,6 +201,182 @@ struct RecordingGemms {
   }
 };
 }  // namespace
+
+// attention.cu's gather, its backward and the tables' gradient (kernels/gather.hpp) run here a call at a time, as the
+// GPU runs them a thread at a time: every index, in the value form and the block form (set_flat_kernels), against
+// plain loops over (b, h, t) with rotate_row / rotate_row_backward and a double sum for the gradient. Shapes: blocks
+// 2, 3, 4, 8 (and 64 left to the GEMMs: copies only), a CLS token, tables shared by the batch or one per sequence,
+// heads without a table, padded keys, STRING's contiguous x̃ rows or the packed qkv rows, heads sharing a table.
+namespace {
+struct GatherCase {
+  int B, T, H, D, block, first;
+  bool shared, by_gemm, some_heads, packed;
+};
+
+template <int K>
+void check_gather_case(const GatherCase& c, std::uint64_t seed) {
+  INFO("B " << c.B << " T " << c.T << " H " << c.H << " D " << c.D << " block " << c.block << " first " << c.first
+            << (c.shared ? " shared" : " per-sequence") << (c.by_gemm ? " by_gemm" : "")
+            << (c.some_heads ? " some heads" : "") << (c.packed ? " packed rows" : " x̃ rows") << ", K " << K);
+  const int B = c.B, T = c.T, H = c.H, D = c.D, TP = (T + 3) / 4 * 4, nb = D / c.block, bb = c.block * c.block;
+  const int tr = T - c.first, table_tokens = c.shared ? tr : B * tr;
+  const std::size_t per_table = std::size_t(table_tokens) * nb * bb;
+  std::vector<std::vector<float>> tables(static_cast<std::size_t>(H));
+  kernels::HeadRotations<8> r{};
+  for (int h = 0; h < H && c.block > 1; ++h)  // block 1: no table at all (copies only)
+    if (!c.some_heads || h % 2 == 0) {
+      tables[std::size_t(h)] = randn(per_table, seed + std::uint64_t(h));
+      r.tables[h] = tables[std::size_t(h)].data();
+    }
+  r.block = c.block, r.nb = nb, r.table_tokens = table_tokens, r.first = c.first, r.tr = tr, r.by_gemm = c.by_gemm;
+  const std::int64_t ld = c.packed ? 3 * H * D + 5 : H * D, sb = std::int64_t(T) * ld, st = ld;
+  const std::vector<float> src = randn(std::size_t(B) * T * ld + 3, seed + 10);
+  const float *sq = src.data(), *sk = src.data() + 1, *v = src.data() + 2;
+  // The table row of (b, t) and whether (h, t) is rotated by these kernels.
+  auto row_of = [&](int h, int b, int t) {
+    return tables[std::size_t(h)].data() + std::size_t(c.shared ? t - c.first : b * tr + t - c.first) * nb * bb;
+  };
+  auto rotated = [&](int h, int t) { return r.tables[h] && t >= c.first; };
+
+  // gather
+  const std::size_t nq = std::size_t(B) * H * T * D, nk = std::size_t(B) * H * TP * D;
+  std::vector<float> want_q(nq, -7.f), want_k(nk, -7.f), want_v(nk, -7.f);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < TP; ++t) {
+        float* ko = want_k.data() + ((std::size_t(b) * H + h) * TP + t) * D;
+        float* vo = want_v.data() + ((std::size_t(b) * H + h) * TP + t) * D;
+        if (t >= T) {
+          std::fill(ko, ko + D, 0.f), std::fill(vo, vo + D, 0.f);
+          continue;
+        }
+        float* qo = want_q.data() + ((std::size_t(b) * H + h) * T + t) * D;
+        const std::size_t off = std::size_t(b) * sb + std::size_t(t) * st + std::size_t(h) * D;
+        if (!rotated(h, t)) {
+          std::copy(sq + off, sq + off + D, qo), std::copy(sk + off, sk + off + D, ko);
+        } else if (!c.by_gemm) {
+          kernels::rotate_row(row_of(h, b, t), nb, c.block, sq + off, qo);
+          kernels::rotate_row(row_of(h, b, t), nb, c.block, sk + off, ko);
+        }
+        std::copy(v + (std::size_t(b) * T + t) * ld + std::size_t(h) * D,
+                  v + (std::size_t(b) * T + t) * ld + std::size_t(h) * D + D, vo);
+      }
+  std::vector<float> q1(nq, -7.f), k1(nk, -7.f), v1(nk, -7.f), q2(q1), k2(k1), v2(v1);
+  kernels::GatherIO g1{sq, sk, sb, st, v, ld, q1.data(), k1.data(), v1.data(), B, T, TP, H, D}, g2 = g1;
+  g2.qh = q2.data(), g2.kh = k2.data(), g2.vh = v2.data();
+  for (Index i = 0; i < kernels::gather_values(g1); ++i) kernels::gather_value(g1, r, i);
+  for (Index i = 0; i < kernels::gather_values(g2) / K; ++i) kernels::gather_block<K>(g2, r, i);
+  CHECK(max_abs_diff(q1, want_q) <= 1e-5f);
+  CHECK(max_abs_diff(k1, want_k) <= 1e-5f);
+  CHECK(v1 == want_v);
+  CHECK(max_abs_diff(q2, q1) <= 1e-5f);
+  CHECK(max_abs_diff(k2, k1) <= 1e-5f);
+  CHECK(v2 == v1);
+
+  // unrotate, accumulating into the packed rows (or overwriting x̃'s)
+  const std::vector<float> dqh = randn(nq, seed + 20), dkh = randn(nk, seed + 21), dvh = randn(nk, seed + 22);
+  const std::vector<float> dq0 = randn(std::size_t(B) * T * ld, seed + 23), dk0 = randn(dq0.size(), seed + 24),
+                           dv0 = randn(dq0.size(), seed + 25);
+  const bool overwrite = !c.packed;
+  std::vector<float> want_dq = dq0, want_dk = dk0, want_dv = dv0;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t) {
+        const float* gq = dqh.data() + ((std::size_t(b) * H + h) * T + t) * D;
+        const float* gk = dkh.data() + ((std::size_t(b) * H + h) * TP + t) * D;
+        const std::size_t off = std::size_t(b) * sb + std::size_t(t) * st + std::size_t(h) * D;
+        for (int i = 0; i < D; ++i)
+          want_dv[(std::size_t(b) * T + t) * ld + std::size_t(h) * D + std::size_t(i)] +=
+              dvh[((std::size_t(b) * H + h) * TP + t) * D + std::size_t(i)];
+        if (rotated(h, t) && c.by_gemm) continue;
+        if (overwrite) {
+          std::fill_n(want_dq.begin() + std::ptrdiff_t(off), D, 0.f);
+          std::fill_n(want_dk.begin() + std::ptrdiff_t(off), D, 0.f);
+        }
+        if (rotated(h, t)) {
+          kernels::rotate_row_backward(row_of(h, b, t), nb, c.block, gq, want_dq.data() + off);
+          kernels::rotate_row_backward(row_of(h, b, t), nb, c.block, gk, want_dk.data() + off);
+        } else {
+          for (int i = 0; i < D; ++i) want_dq[off + std::size_t(i)] += gq[i], want_dk[off + std::size_t(i)] += gk[i];
+        }
+      }
+  std::vector<float> dq1 = dq0, dk1 = dk0, dv1 = dv0, dq2 = dq0, dk2 = dk0, dv2 = dv0;
+  kernels::UnrotateIO u1{dqh.data(), dkh.data(), dq1.data(), dk1.data(), sb, st, overwrite, dvh.data(),
+                         dv1.data(), ld,         B,          T,          TP, H,  D},
+      u2 = u1;
+  u2.dq = dq2.data(), u2.dk = dk2.data(), u2.dv = dv2.data();
+  for (Index i = 0; i < kernels::unrotate_values(u1); ++i) kernels::unrotate_value(u1, r, i);
+  for (Index i = 0; i < kernels::unrotate_values(u2) / K; ++i) kernels::unrotate_block<K>(u2, r, i);
+  CHECK(max_abs_diff(dq1, want_dq) <= 1e-5f);
+  CHECK(max_abs_diff(dk1, want_dk) <= 1e-5f);
+  CHECK(max_abs_diff(dv1, want_dv) <= 1e-5f);
+  CHECK(max_abs_diff(dq2, dq1) <= 1e-5f);
+  CHECK(max_abs_diff(dk2, dk1) <= 1e-5f);
+  CHECK(dv2 == dv1);
+
+  // the tables' gradient (rotating kernels only): heads 0 and 2 share table 0 when both have one
+  if (c.by_gemm || K != c.block) return;
+  kernels::TableGrads<8> d{};
+  std::vector<std::vector<float>> dtab;
+  std::vector<int> unique_of(std::size_t(H), -1);
+  for (int h = 0; h < H; ++h) {
+    if (!r.tables[h]) continue;
+    const int u = h == 2 && r.tables[0] ? unique_of[0] : d.count++;
+    unique_of[std::size_t(h)] = u;
+    d.heads[u] |= 1ull << h;
+  }
+  const int chunk = c.shared ? 2 : 1, chunks = c.shared ? (B + 1) / 2 : 1;
+  const Index entries = kernels::dtables_entries(r, d);
+  REQUIRE(entries == Index(d.count) * Index(per_table));
+  std::vector<double> want(std::size_t(entries), 0.0);
+  for (int h = 0; h < H; ++h)
+    for (int b = 0; b < B && unique_of[std::size_t(h)] >= 0; ++b)
+      for (int t = c.first; t < T; ++t) {
+        const std::size_t row = std::size_t(c.shared ? t - c.first : b * tr + t - c.first);
+        double* dr = want.data() + std::size_t(unique_of[std::size_t(h)]) * per_table + row * std::size_t(nb) * bb;
+        const float* gq = dqh.data() + ((std::size_t(b) * H + h) * T + t) * D;
+        const float* gk = dkh.data() + ((std::size_t(b) * H + h) * TP + t) * D;
+        const std::size_t off = std::size_t(b) * sb + std::size_t(t) * st + std::size_t(h) * D;
+        for (int kb = 0; kb < nb; ++kb)
+          for (int i = 0; i < c.block; ++i)
+            for (int j = 0; j < c.block; ++j)
+              dr[std::size_t(kb) * bb + std::size_t(i * c.block + j)] +=
+                  double(gq[kb * c.block + i]) * sq[off + std::size_t(kb * c.block + j)] +
+                  double(gk[kb * c.block + i]) * sk[off + std::size_t(kb * c.block + j)];
+      }
+  std::vector<float> p1(std::size_t(entries * chunks), -9.f), p2(p1);
+  kernels::DTablesIO t1{dqh.data(), dkh.data(), sq, sk, sb, st, B, T, TP, H, D, chunk, chunks, p1.data()}, t2 = t1;
+  t2.part = p2.data();
+  for (Index i = 0; i < entries * chunks; ++i) kernels::dtables_entry(t1, r, d, i);
+  for (Index i = 0; i < entries / K * chunks; ++i) kernels::dtables_line<K>(t2, r, d, i);
+  CHECK(max_abs_diff(p2, p1) <= 1e-5f);
+  double err = 0;
+  for (Index e = 0; e < entries; ++e) {
+    double s = 0;
+    for (int run = 0; run < chunks; ++run) s += p1[std::size_t(run * entries + e)];
+    err = std::max(err, std::abs(s - want[std::size_t(e)]));
+  }
+  CHECK(err <= 1e-4);
+}
+}  // namespace
+
+TEST_CASE("kernels: attention's gather, unrotate and tables' gradient (the GPU's bodies) a value or a block a call",
+          "[kernels]") {
+  std::uint64_t seed = 100;
+  for (const int B : {1, 5})
+    for (const int first : {0, 1})
+      for (const bool shared : {true, false})
+        for (const bool some : {false, true})
+          for (const bool packed : {false, true}) {
+            const int T = B == 1 ? 5 : 9;  // 5: TP 8, three padded keys; 9: TP 12
+            check_gather_case<2>({B, T, 3, 8, 2, first, shared, false, some, packed}, seed += 50);
+            check_gather_case<3>({B, T, 2, 9, 3, first, shared, false, some, packed}, seed += 50);
+            check_gather_case<4>({B, T, 3, 8, 4, first, shared, false, some, packed}, seed += 50);
+            check_gather_case<8>({B, T, 3, 16, 8, first, shared, false, some, packed}, seed += 50);
+            check_gather_case<4>({B, T, 2, 64, 64, first, shared, true, some, packed}, seed += 50);  // the GEMMs rotate
+          }
+  check_gather_case<4>({3, 7, 2, 8, 1, 0, true, false, false, true}, seed += 50);  // no table: copies
+}
 
 TEST_CASE("kernels: rotate_gemms (the GPU's strided-batched products for large blocks) match the element kernels",
           "[kernels][rotate]") {

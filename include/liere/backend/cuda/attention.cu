@@ -33,6 +33,7 @@
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
+#include <liere/backend/kernels/gather.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/backend/rotate_gemms.hpp>
@@ -97,13 +98,9 @@ State& state_of(AttentionState& st) {
   return *static_cast<State*>(st.get());
 }
 
-// Per-head table pointers and the table geometry, by value into the kernels. by_gemm: the rotated entries are
-// the GEMMs' (rotate_gemms.hpp), the element kernels leave them alone.
-struct Rot {
-  const float* tables[kMaxHeads];
-  int block, nb, table_tokens, first, tr;
-  bool by_gemm;
-};
+// Per-head table pointers and the table geometry, by value into the kernels (kernels/gather.hpp). by_gemm: the
+// rotated entries are the GEMMs' (rotate_gemms.hpp), the element kernels leave them alone.
+using Rot = kernels::HeadRotations<kMaxHeads>;
 
 bool any_transform(const AttentionCall& a) {
   for (const float* t : a.transforms)
@@ -135,77 +132,15 @@ RotationTableView<const float> table_view(const Rot& r, int h, int D) { return {
 // The (B, H, T, D) scratch (T = TP for k̂, dk̂) of head h from the first rotated token, as a HeadsLayout.
 HeadsLayout heads_layout(int T, int H, int D) { return {std::int64_t(H) * T * D, D}; }
 
-// The table block of head h, token t (≥ first) of sequence b that covers element i.
-__device__ inline const float* table_block(const Rot& r, int h, Index b, int t, int i) {
-  const Index row = r.table_tokens == r.tr ? Index(t - r.first) : b * r.tr + (t - r.first);
-  return r.tables[h] + (row * r.nb + i / r.block) * r.block * r.block;
+// q̂ (rotated) into (B, H, T, D), k̂ (rotated) and v into (B, H, TP, D) with zero rows t ≥ T (padded keys)
+// (kernels/gather.hpp): one thread per value of k̂, or (set_flat_kernels) per K values, each block of the rotation
+// read once into registers and its table block once instead of K threads each reading the whole block for one value.
+__global__ void k_gather(kernels::GatherIO io, Rot r) {
+  LIERE_CUDA_LOOP(i, kernels::gather_values(io)) kernels::gather_value(io, r, i);
 }
-
-// q̂ (rotated) into (B, H, T, D), k̂ (rotated) and v into (B, H, TP, D) with zero rows t ≥ T (padded keys); the q, k
-// source rows at sq/sk + b·sb + t·st + h·D, v at v + (b·T + t)·ld. One thread per element of k̂.
-__global__ void k_gather(const float* sq, const float* sk, std::int64_t sb, std::int64_t st, const float* v,
-                         std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int TP, int H, int D) {
-  const Index n = Index(B) * H * TP * D;
-  LIERE_CUDA_LOOP(kidx, n) {
-    const int i = int(kidx % D), t = int((kidx / D) % TP), h = int((kidx / (Index(D) * TP)) % H);
-    const Index b = kidx / (Index(D) * TP * H);
-    if (t >= T) {
-      kh[kidx] = 0.f;
-      vh[kidx] = 0.f;
-      continue;
-    }
-    const Index qidx = ((b * H + h) * T + t) * D + i;
-    const std::int64_t off = b * sb + t * st + h * D;
-    if (r.tables[h] && t >= r.first) {
-      if (!r.by_gemm) {
-        const float* blk = table_block(r, h, b, t, i);
-        const int base = i - i % r.block;
-        qh[qidx] = kernels::rotate_entry(blk, r.block, sq + off + base, i % r.block);
-        kh[kidx] = kernels::rotate_entry(blk, r.block, sk + off + base, i % r.block);
-      }
-    } else {
-      qh[qidx] = sq[off + i];
-      kh[kidx] = sk[off + i];
-    }
-    vh[kidx] = v[(b * T + t) * ld + h * D + i];
-  }
-}
-
-// k_gather a thread per K consecutive values of a head's row (set_flat_kernels): each block of the rotation read
-// once into registers and its table block once, instead of K threads each reading the whole block for one value.
-// K is the rotation's block where the kernel rotates (flat_chunk); the same rotate_entry sums, so the same bits.
 template <int K>
-__global__ void k_gather_blocks(const float* sq, const float* sk, std::int64_t sb, std::int64_t st, const float* v,
-                                std::int64_t ld, Rot r, float* qh, float* kh, float* vh, int B, int T, int TP, int H,
-                                int D) {
-  const int nbk = D / K;
-  const Index n = Index(B) * H * TP * nbk;
-  LIERE_CUDA_LOOP(c, n) {
-    const int i0 = int(c % nbk) * K, t = int((c / nbk) % TP), h = int((c / (Index(nbk) * TP)) % H);
-    const Index b = c / (Index(nbk) * TP * H);
-    const Index kidx = ((b * H + h) * TP + t) * D + i0;
-    if (t >= T) {
-      for (int i = 0; i < K; ++i) kh[kidx + i] = vh[kidx + i] = 0.f;
-      continue;
-    }
-    const Index qidx = ((b * H + h) * T + t) * D + i0;
-    const std::int64_t off = b * sb + t * st + h * D + i0;
-    if (r.tables[h] && t >= r.first) {
-      if (!r.by_gemm) {
-        const float* blk = table_block(r, h, b, t, i0);
-        float xq[K], xk[K];
-        for (int j = 0; j < K; ++j) xq[j] = sq[off + j], xk[j] = sk[off + j];
-        for (int i = 0; i < K; ++i) {
-          qh[qidx + i] = kernels::rotate_entry(blk, K, xq, i);
-          kh[kidx + i] = kernels::rotate_entry(blk, K, xk, i);
-        }
-      }
-    } else {
-      for (int i = 0; i < K; ++i) qh[qidx + i] = sq[off + i], kh[kidx + i] = sk[off + i];
-    }
-    const float* vs = v + (b * T + t) * ld + h * D + i0;
-    for (int i = 0; i < K; ++i) vh[kidx + i] = vs[i];
-  }
+__global__ void k_gather_blocks(kernels::GatherIO io, Rot r) {
+  LIERE_CUDA_LOOP(c, kernels::gather_values(io) / K) kernels::gather_block<K>(io, r, c);
 }
 
 // A warp per row (common.cuh: launched over rows · kWarp threads).
@@ -232,71 +167,14 @@ __global__ void k_add_rows(const float* x, std::int64_t ldx, float* y, std::int6
   LIERE_CUDA_LOOP(idx, rows * d) y[(idx / d) * ldy + idx % d] += x[(idx / d) * ldx + idx % d];
 }
 
-// Through the rotations to the rotation inputs: g = R(t)ᵀ dq̂ (or dq̂), written to dst (b·db + t·dt + h·D + i):
-// assigned (overwrite) or accumulated. Both q and k; dv += dV as well when given.
-// dq̂ is (B, H, T, D), dk̂ and dV (B, H, TP, D) (their rows t ≥ T, the padded keys', are not read).
-__global__ void k_unrotate(const float* dqh, const float* dkh, Rot r, float* dq, float* dk, std::int64_t db,
-                           std::int64_t dt, bool overwrite, const float* dvh, float* dv, std::int64_t ldv, int B, int T,
-                           int TP, int H, int D) {
-  const Index n = Index(B) * H * T * D;
-  LIERE_CUDA_LOOP(idx, n) {
-    const int i = int(idx % D), t = int((idx / D) % T), h = int((idx / (Index(D) * T)) % H);
-    const Index b = idx / (Index(D) * T * H);
-    const Index kidx = ((b * H + h) * TP + t) * D + i;
-    float gq, gk;
-    const bool rotated = r.tables[h] && t >= r.first;
-    if (rotated && r.by_gemm) {
-      gq = gk = 0.f;  // the GEMMs' entries
-    } else if (rotated) {
-      const float* blk = table_block(r, h, b, t, i);
-      gq = kernels::rotate_backward_entry(blk, r.block, dqh + (idx - i % r.block), i % r.block);
-      gk = kernels::rotate_backward_entry(blk, r.block, dkh + (kidx - i % r.block), i % r.block);
-    } else {
-      gq = dqh[idx];
-      gk = dkh[kidx];
-    }
-    if (dq && !(rotated && r.by_gemm)) {
-      const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i;
-      dq[o] = overwrite ? gq : dq[o] + gq;
-      dk[o] = overwrite ? gk : dk[o] + gk;
-    }
-    if (dv) dv[(b * T + t) * ldv + h * D + i] += dvh[kidx];
-  }
+// Through the rotations to the rotation inputs: dq (dk) = R(t)ᵀ dq̂ (or dq̂), assigned or accumulated; dv += dV
+// (kernels/gather.hpp): one thread per value of dq̂, or (set_flat_kernels) per K values.
+__global__ void k_unrotate(kernels::UnrotateIO io, Rot r) {
+  LIERE_CUDA_LOOP(i, kernels::unrotate_values(io)) kernels::unrotate_value(io, r, i);
 }
-
-// k_unrotate a thread per K consecutive values (set_flat_kernels; as k_gather_blocks): the same
-// rotate_backward_entry sums.
 template <int K>
-__global__ void k_unrotate_blocks(const float* dqh, const float* dkh, Rot r, float* dq, float* dk, std::int64_t db,
-                                  std::int64_t dt, bool overwrite, const float* dvh, float* dv, std::int64_t ldv, int B,
-                                  int T, int TP, int H, int D) {
-  const int nbk = D / K;
-  const Index n = Index(B) * H * T * nbk;
-  LIERE_CUDA_LOOP(c, n) {
-    const int i0 = int(c % nbk) * K, t = int((c / nbk) % T), h = int((c / (Index(nbk) * T)) % H);
-    const Index b = c / (Index(nbk) * T * H);
-    const Index idx = ((b * H + h) * T + t) * D + i0, kidx = ((b * H + h) * TP + t) * D + i0;
-    const bool rotated = r.tables[h] && t >= r.first;
-    if (dq && !(rotated && r.by_gemm)) {  // by_gemm: the GEMMs' entries
-      float gq[K], gk[K];
-      if (rotated) {
-        const float* blk = table_block(r, h, b, t, i0);
-        for (int j = 0; j < K; ++j) {
-          gq[j] = kernels::rotate_backward_entry(blk, K, dqh + idx, j);
-          gk[j] = kernels::rotate_backward_entry(blk, K, dkh + kidx, j);
-        }
-      } else {
-        for (int j = 0; j < K; ++j) gq[j] = dqh[idx + j], gk[j] = dkh[kidx + j];
-      }
-      const std::int64_t o = b * db + std::int64_t(t) * dt + h * D + i0;
-      for (int j = 0; j < K; ++j) {
-        dq[o + j] = overwrite ? gq[j] : dq[o + j] + gq[j];
-        dk[o + j] = overwrite ? gk[j] : dk[o + j] + gk[j];
-      }
-    }
-    if (dv)
-      for (int j = 0; j < K; ++j) dv[(b * T + t) * ldv + h * D + i0 + j] += dvh[kidx + j];
-  }
+__global__ void k_unrotate_blocks(kernels::UnrotateIO io, Rot r) {
+  LIERE_CUDA_LOOP(c, kernels::unrotate_values(io) / K) kernels::unrotate_block<K>(io, r, c);
 }
 
 // The values a thread of k_gather_blocks and k_unrotate_blocks takes, or 0 for the element kernels: off unless
@@ -321,79 +199,19 @@ bool with_chunk(int k, F&& f) {
   }
 }
 
-// The tables' gradients. Unique table u (heads in mask[u]) gets, per entry (row, kb, i, j), the sum over its
-// heads and (shared tables) the batch of dq̂_i x̃q_j + dk̂_i x̃k_j.
-struct DTables {
-  float* dtables[kMaxHeads];
-  unsigned long long heads[kMaxHeads];  // bit h: head h accumulates into dtables[u]
-  int count;
-};
-// Shared tables: the batch in `chunks` runs of `chunk` sequences, one thread per (run, entry) writing its partial sum
-// to part[run · entries + entry] (k_dtables_finish adds the runs in order); per-sequence tables: one run, the
-// sequence of the row.
-__global__ void k_dtables(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
-                          std::int64_t st, Rot r, DTables d, int B, int T, int TP, int H, int D, int chunk, int chunks,
-                          float* part) {
-  const int bb = r.block * r.block;
-  const Index per = Index(r.table_tokens) * r.nb * bb, entries = Index(d.count) * per;
-  LIERE_CUDA_LOOP(idx, entries * chunks) {
-    const Index e = idx % entries;
-    const int c = int(idx / entries);
-    const int u = int(e / per);
-    const Index rem = e % per;
-    const int j = int(rem % r.block), i = int((rem / r.block) % r.block), kb = int((rem / bb) % r.nb);
-    const Index row = rem / (Index(r.nb) * bb);
-    const bool shared = r.table_tokens == r.tr;
-    const Index b0 = shared ? Index(c) * chunk : row / r.tr;
-    const Index b1 = shared ? (b0 + chunk < B ? b0 + chunk : B) : b0 + 1;
-    const int t = r.first + int(shared ? row : row % r.tr);
-    float acc = 0.f;
-    for (int h = 0; h < H; ++h) {
-      if (!((d.heads[u] >> h) & 1ull)) continue;
-      const int di = kb * r.block + i, xj = kb * r.block + j;
-      for (Index b = b0; b < b1; ++b) {
-        const Index gq = ((b * H + h) * T + t) * D, gk = ((b * H + h) * TP + t) * D;  // dq̂ T rows, dk̂ TP
-        const std::int64_t x = b * sb + std::int64_t(t) * st + h * D;
-        acc += dqh[gq + di] * xq[x + xj] + dkh[gk + di] * xk[x + xj];
-      }
-    }
-    part[idx] = acc;
-  }
+// The tables' gradients (kernels/gather.hpp): unique table u (heads in d.heads[u]) gets, per entry, the sum over its
+// heads and (shared tables) the batch of dq̂_i x̃q_j + dk̂_i x̃k_j; shared tables sum the batch in `chunks` runs, one
+// thread per (run, entry), or (set_flat_kernels) per K entries (i, 0…K−1) sharing dq̂_i and dk̂_i, writing the
+// partial sums that k_dtables_finish adds in order; per-sequence tables: one run, the sequence of the row.
+using DTables = kernels::TableGrads<kMaxHeads>;
+__global__ void k_dtables(kernels::DTablesIO io, Rot r, DTables d) {
+  LIERE_CUDA_LOOP(i, kernels::dtables_entries(r, d) * io.chunks) kernels::dtables_entry(io, r, d, i);
 }
-// k_dtables a thread per row of a table block (set_flat_kernels; K = the block): the K entries (i, 0…K−1) share
-// dq̂_i and dk̂_i, read once for the K sums instead of once per entry, and the K inputs x̃_j the threads of a block
-// read alike; each entry's sum in k_dtables's order, written where k_dtables writes it.
 template <int K>
-__global__ void k_dtables_blocks(const float* dqh, const float* dkh, const float* xq, const float* xk, std::int64_t sb,
-                                 std::int64_t st, Rot r, DTables d, int B, int T, int TP, int H, int D, int chunk,
-                                 int chunks, float* part) {
-  constexpr int bb = K * K;
-  const Index per = Index(r.table_tokens) * r.nb * bb, entries = Index(d.count) * per, lines = entries / K;
-  LIERE_CUDA_LOOP(idx, lines * chunks) {
-    const Index e0 = (idx % lines) * K;  // the entry (…, i, 0)
-    const int c = int(idx / lines);
-    const int u = int(e0 / per);
-    const Index rem = e0 % per;
-    const int i = int((rem / K) % K), kb = int((rem / bb) % r.nb);
-    const Index row = rem / (Index(r.nb) * bb);
-    const bool shared = r.table_tokens == r.tr;
-    const Index b0 = shared ? Index(c) * chunk : row / r.tr;
-    const Index b1 = shared ? (b0 + chunk < B ? b0 + chunk : B) : b0 + 1;
-    const int t = r.first + int(shared ? row : row % r.tr);
-    float acc[K] = {};
-    for (int h = 0; h < H; ++h) {
-      if (!((d.heads[u] >> h) & 1ull)) continue;
-      const int di = kb * K + i, x0 = kb * K;
-      for (Index b = b0; b < b1; ++b) {
-        const Index gq = ((b * H + h) * T + t) * D, gk = ((b * H + h) * TP + t) * D;  // dq̂ T rows, dk̂ TP
-        const std::int64_t x = b * sb + std::int64_t(t) * st + h * D + x0;
-        const float dq = dqh[gq + di], dk = dkh[gk + di];
-        for (int j = 0; j < K; ++j) acc[j] += dq * xq[x + j] + dk * xk[x + j];
-      }
-    }
-    for (int j = 0; j < K; ++j) part[Index(c) * entries + e0 + j] = acc[j];
-  }
+__global__ void k_dtables_blocks(kernels::DTablesIO io, Rot r, DTables d) {
+  LIERE_CUDA_LOOP(c, kernels::dtables_entries(r, d) / K * io.chunks) kernels::dtables_line<K>(io, r, d, c);
 }
+
 __global__ void k_dtables_finish(const float* part, Index entries, int chunks, Rot r, DTables d) {
   const Index per = Index(r.table_tokens) * r.nb * r.block * r.block;
   LIERE_CUDA_LOOP(e, entries) {
@@ -470,11 +288,12 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
   }
   const Rot r = rot_of(a);
+  const kernels::GatherIO gio{sq, sk, sb, stok, a.v, a.ld, qh, kh, vh, B, T, TP, H, D};
   if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
         constexpr int K = decltype(k)::value;
-        LIERE_CUDA_LAUNCH(k_gather_blocks<K>, nk / K, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
+        LIERE_CUDA_LAUNCH(k_gather_blocks<K>, nk / K, gio, r);
       }))
-    LIERE_CUDA_LAUNCH(k_gather, nk, sq, sk, sb, stok, a.v, a.ld, r, qh, kh, vh, B, T, TP, H, D);
+    LIERE_CUDA_LAUNCH(k_gather, nk, gio, r);
   if (r.by_gemm) {
     const HeadsLayout src{sb, stok}, dq = heads_layout(T, H, D), dk = heads_layout(TP, H, D);
     const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
@@ -597,16 +416,14 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     dxq = dxb.get<float>();
     dxk = dxq + rows * HD;
   }
-  {
-    float *uq = transformed ? dxq : dq, *uk = transformed ? dxk : dk;
-    const std::int64_t udb = std::int64_t(T) * (transformed ? HD : a.ld), udt = transformed ? HD : a.ld;
-    if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
-          constexpr int K = decltype(k)::value;
-          LIERE_CUDA_LAUNCH(k_unrotate_blocks<K>, n / K, dqh, dkh, r, uq, uk, udb, udt, transformed, dvh, dv, a.ld, B,
-                            T, TP, H, D);
-        }))
-      LIERE_CUDA_LAUNCH(k_unrotate, n, dqh, dkh, r, uq, uk, udb, udt, transformed, dvh, dv, a.ld, B, T, TP, H, D);
-  }
+  const std::int64_t udt = transformed ? HD : a.ld;
+  const kernels::UnrotateIO uio{dqh, dkh, transformed ? dxq : dq, transformed ? dxk : dk, std::int64_t(T) * udt, udt,
+                                transformed, dvh, dv, a.ld, B, T, TP, H, D};
+  if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        LIERE_CUDA_LAUNCH(k_unrotate_blocks<K>, n / K, uio, r);
+      }))
+    LIERE_CUDA_LAUNCH(k_unrotate, n, uio, r);
   const HeadsLayout gl = heads_layout(T, H, D), glk = heads_layout(TP, H, D);  // dq̂; dk̂ (padded keys)
   const std::int64_t gfrom = std::int64_t(r.first) * D;
   float* gq = transformed ? dxq : dq;
@@ -652,13 +469,12 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
       int chunk = 0, chunks = 0;
       dtables_runs(entries, B, r.table_tokens == r.tr, &chunk, &chunks);
       DeviceBlock partb = floats(entries * chunks);
+      const kernels::DTablesIO dio{dqh, dkh, xq, xk, sb, stok, B, T, TP, H, D, chunk, chunks, partb.get<float>()};
       if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
             constexpr int K = decltype(k)::value;
-            LIERE_CUDA_LAUNCH(k_dtables_blocks<K>, entries / K * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H,
-                              D, chunk, chunks, partb.get<float>());
+            LIERE_CUDA_LAUNCH(k_dtables_blocks<K>, entries / K * chunks, dio, r, d);
           }))
-        LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dqh, dkh, xq, xk, sb, stok, r, d, B, T, TP, H, D, chunk, chunks,
-                          partb.get<float>());
+        LIERE_CUDA_LAUNCH(k_dtables, entries * chunks, dio, r, d);
       LIERE_CUDA_LAUNCH(k_dtables_finish, entries, partb.get<float>(), entries, chunks, r, d);
     }
   }
