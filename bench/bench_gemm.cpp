@@ -40,24 +40,24 @@
 //             dy·W (dx), dyᵀ·x (dW, β = 1) for qkv, proj, fc1, fc2; patch embedding (8192×192×48) fwd and dW;
 //   attn      per (batch, head) T×T products of that model (B = 128, H = 3, head dim 64, q/k/v strided inside
 //             the (B·T, 576) qkv buffer): S = Q·Kᵀ (65×65×64), O = P·V (65×64×65), dV += Pᵀ·dO, dP = dO·Vᵀ,
-//             dQ = dS·K, dK = dSᵀ·Q (and, as a probe, S = Q·Kᵀ with Kᵀ stored per head: NN); "attn-call": one library call per product (384 per shape) in an OpenMP loop
-//             (what liere's attention does), "attn-batch": one batched call (oneDNN 4-D strided matmul; libxsmm
-//             one dispatch + kernel calls in an OpenMP loop);
+//             dQ = dS·K, dK = dSᵀ·Q (and, as a probe, S = Q·Kᵀ with Kᵀ stored per head: NN); "attn-call": one library
+//             call per product (384 per shape) in an OpenMP loop (what liere's attention does), "attn-batch": one
+//             batched call (oneDNN 4-D strided matmul; libxsmm one dispatch + kernel calls in an OpenMP loop);
 //   vit-b     ViT-B at 224 px, batch 64 (T = 197, 12608 rows, dim 768, MLP 3072): the same twelve Linear products.
 //
 // Usage: bench_gemm [--threads 1,2] [--rounds 5] [--json PATH] [--groups vit-tiny,attn,vit-b] [--min-ms 25]
 //                   [--libs eigen,openblas,...] [--blis-arch skx|zen3|haswell|auto] [--no-check] [--quick]
 #include <dlfcn.h>
 #include <immintrin.h>
+#include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +66,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <liere/core/eigen.hpp>
 #include <limits>
 #include <map>
 #include <memory>
@@ -75,8 +76,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <omp.h>
 
 #ifdef LIERE_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -196,18 +195,21 @@ void eigen_gemm(const Prob& p) {
     else
       c.noalias() += p.alpha * x * y;
   };
-  if (!p.ta && !p.tb) run(a, b);
-  else if (!p.ta && p.tb) run(a, b.transpose());
-  else if (p.ta && !p.tb) run(a.transpose(), b);
-  else run(a.transpose(), b.transpose());
+  if (!p.ta && !p.tb)
+    run(a, b);
+  else if (!p.ta && p.tb)
+    run(a, b.transpose());
+  else if (p.ta && !p.tb)
+    run(a.transpose(), b);
+  else
+    run(a.transpose(), b.transpose());
 }
 
 // ---- OpenBLAS (dlopen; a second copy with a forced core type via dlmopen) -------------------------------------
 struct OpenBlas {
   // cblas_sgemm(order, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); CblasRowMajor = 101,
   // CblasNoTrans = 111, CblasTrans = 112.
-  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
-                         int);
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
   Sgemm sgemm = nullptr;
   void (*set_threads)(int) = nullptr;
   std::string name, core, config, error, coretype_env;
@@ -221,12 +223,16 @@ struct OpenBlas {
     const char* old = std::getenv("OPENBLAS_CORETYPE");
     const std::string saved = old ? old : "";
     if (second_copy) {
-      if (core_env.empty()) unsetenv("OPENBLAS_CORETYPE");
-      else setenv("OPENBLAS_CORETYPE", core_env.c_str(), 1);
+      if (core_env.empty())
+        unsetenv("OPENBLAS_CORETYPE");
+      else
+        setenv("OPENBLAS_CORETYPE", core_env.c_str(), 1);
       coretype_env = core_env.empty() ? "unset" : core_env;
       h = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
-      if (old) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
-      else unsetenv("OPENBLAS_CORETYPE");
+      if (old)
+        setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+      else
+        unsetenv("OPENBLAS_CORETYPE");
     } else {
       coretype_env = old ? saved : "unset";
       h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -248,8 +254,7 @@ struct OpenBlas {
   }
   bool avx512() const { return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids"; }
   void gemm(const Prob& p) const {
-    sgemm(101, p.ta ? 112 : 111, p.tb ? 112 : 111, p.M, p.N, p.K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, p.C,
-          p.ldc);
+    sgemm(101, p.ta ? 112 : 111, p.tb ? 112 : 111, p.M, p.N, p.K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, p.C, p.ldc);
   }
 };
 
@@ -390,7 +395,8 @@ void dnnl_matmul_exec(MatmulEntry& e, const float* A, const float* B, float* C) 
     m.dst = dnnl::memory(e.pd.dst_desc(), dnnl_engine(), C);
     m.scratch_buf.resize(std::max<size_t>(e.scratch_bytes, 64));
     m.scratch = dnnl::memory(e.pd.scratchpad_desc(), dnnl_engine(), m.scratch_buf.data());
-    m.args = {{DNNL_ARG_SRC, m.src}, {DNNL_ARG_WEIGHTS, m.wei}, {DNNL_ARG_DST, m.dst}, {DNNL_ARG_SCRATCHPAD, m.scratch}};
+    m.args = {
+        {DNNL_ARG_SRC, m.src}, {DNNL_ARG_WEIGHTS, m.wei}, {DNNL_ARG_DST, m.dst}, {DNNL_ARG_SCRATCHPAD, m.scratch}};
     it = mems.emplace(&e, std::move(m)).first;
   }
   ThreadMem& m = it->second;
@@ -504,9 +510,9 @@ struct Machine {
   std::string model;
   int cores = 0;
   bool avx512 = false;
-  double ghz_add = 0, ghz_imul = 0;     // from dependent chains of 1-cycle adds / 3-cycle imuls, one core
-  double fma_gflops[3] = {0, 0, 0};     // measured zmm FMA throughput, 1 and 2 threads (per thread CPU time)
-  double peak_gflops = 0;               // cores × GHz × 64 (2 FMA units × 16 fp32 lanes × 2 flops)
+  double ghz_add = 0, ghz_imul = 0;  // from dependent chains of 1-cycle adds / 3-cycle imuls, one core
+  double fma_gflops[3] = {0, 0, 0};  // measured zmm FMA throughput, 1 and 2 threads (per thread CPU time)
+  double peak_gflops = 0;            // cores × GHz × 64 (2 FMA units × 16 fp32 lanes × 2 flops)
 };
 
 // Seconds of CPU time the calling thread has received (immune to time slicing by other processes).
@@ -613,8 +619,8 @@ struct AttnShape {
   bool ta, tb;
   int M, N, K;
   float beta;
-  int a_buf, b_buf, c_buf;       // which buffer: 0 qkv, 1 P (B·H·T·T), 2 O/dO (B·T, H·D), 3 dqkv, 4 S / dP out
-  long a_off, b_off, c_off;      // offset of head 0 of batch 0 (the q/k/v column block)
+  int a_buf, b_buf, c_buf;   // which buffer: 0 qkv, 1 P (B·H·T·T), 2 O/dO (B·T, H·D), 3 dqkv, 4 S / dP out
+  long a_off, b_off, c_off;  // offset of head 0 of batch 0 (the q/k/v column block)
   int lda, ldb, ldc;
   long a_sb, a_sh, b_sb, b_sh, c_sb, c_sh;  // strides between batches and between heads
   double flops() const { return 2.0 * M * N * K * kB * kH; }
@@ -793,8 +799,8 @@ std::vector<AttnVariant> make_attn_variants(Libs& L, const std::vector<std::stri
                      thread_local std::vector<float> scratch;
                      if (scratch.size() < size_t(s.K) * s.N) scratch.resize(size_t(s.K) * s.N);
 #pragma omp for schedule(static)
-                     for (int bh = 0; bh < kB * kH; ++bh) xsmm_run(plan, attn_prob(s, bufs, bh / kH, bh % kH),
-                                                                    scratch.data());
+                     for (int bh = 0; bh < kB * kH; ++bh)
+                       xsmm_run(plan, attn_prob(s, bufs, bh / kH, bh % kH), scratch.data());
                    }
                  }});
   }
@@ -909,8 +915,10 @@ class Json {
  public:
   Json& add(const std::string& k, double v) {
     char b[64];
-    if (std::isfinite(v)) std::snprintf(b, sizeof b, "%.6g", v);
-    else std::snprintf(b, sizeof b, "null");
+    if (std::isfinite(v))
+      std::snprintf(b, sizeof b, "%.6g", v);
+    else
+      std::snprintf(b, sizeof b, "null");
     return raw(k, b);
   }
   Json& add(const std::string& k, const std::string& v) { return raw(k, "\"" + json_escape(v) + "\""); }
@@ -1046,8 +1054,10 @@ void load_libs(Libs& L, const Options& o, const Machine& m) {
   // OPENBLAS_CORETYPE=Haswell), a second copy with --openblas-core2 (default: unset, OpenBLAS's own detection).
   if (L.ob.ok() && m.avx512 && !L.ob.avx512()) {
     L.ob_skx.load(LIERE_BENCH_OPENBLAS_PATH, true, o.openblas_core2 == "auto" ? "" : o.openblas_core2);
-    if (!L.ob_skx.ok()) std::printf("# OpenBLAS second copy: not loaded (%s)\n", L.ob_skx.error.c_str());
-    else if (L.ob_skx.core == L.ob.core) L.ob_skx = OpenBlas{};
+    if (!L.ob_skx.ok())
+      std::printf("# OpenBLAS second copy: not loaded (%s)\n", L.ob_skx.error.c_str());
+    else if (L.ob_skx.core == L.ob.core)
+      L.ob_skx = OpenBlas{};
   }
 #ifdef LIERE_BENCH_HAVE_BLIS
   if (!g_blis.load(LIERE_BENCH_BLIS_PATH)) {
@@ -1072,12 +1082,23 @@ void load_libs(Libs& L, const Options& o, const Machine& m) {
     const dnnl_version_t* v = dnnl_version();
     L.dnnl_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     switch (dnnl_get_effective_cpu_isa()) {
-      case dnnl_cpu_isa_avx512_core: L.dnnl_isa = "avx512_core"; break;
-      case dnnl_cpu_isa_avx512_core_vnni: L.dnnl_isa = "avx512_core_vnni"; break;
-      case dnnl_cpu_isa_avx512_core_bf16: L.dnnl_isa = "avx512_core_bf16"; break;
-      case dnnl_cpu_isa_avx512_core_amx: L.dnnl_isa = "avx512_core_amx"; break;
-      case dnnl_cpu_isa_avx2: L.dnnl_isa = "avx2"; break;
-      default: L.dnnl_isa = "isa " + std::to_string(int(dnnl_get_effective_cpu_isa()));
+      case dnnl_cpu_isa_avx512_core:
+        L.dnnl_isa = "avx512_core";
+        break;
+      case dnnl_cpu_isa_avx512_core_vnni:
+        L.dnnl_isa = "avx512_core_vnni";
+        break;
+      case dnnl_cpu_isa_avx512_core_bf16:
+        L.dnnl_isa = "avx512_core_bf16";
+        break;
+      case dnnl_cpu_isa_avx512_core_amx:
+        L.dnnl_isa = "avx512_core_amx";
+        break;
+      case dnnl_cpu_isa_avx2:
+        L.dnnl_isa = "avx2";
+        break;
+      default:
+        L.dnnl_isa = "isa " + std::to_string(int(dnnl_get_effective_cpu_isa()));
     }
     L.dnnl = true;
   }
@@ -1143,32 +1164,38 @@ std::vector<Latency> measure_latency(Libs& L, int threads) {
     l.steady_big_ms = steady_us([&] { big(pb); }, 5) * 1e-3;
     out.push_back(l);
   };
-  measure("eigen",
-          [](int n) {
-            Eigen::setNbThreads(n);
-            omp_set_num_threads(n);
-          }, eigen_gemm, eigen_gemm, "");
+  measure(
+      "eigen",
+      [](int n) {
+        Eigen::setNbThreads(n);
+        omp_set_num_threads(n);
+      },
+      eigen_gemm, eigen_gemm, "");
   for (OpenBlas* ob : {&L.ob, &L.ob_skx})
     if (ob->ok())
-      measure(ob->name,
-              [ob](int n) {
-                ob->set_threads(n);
-                omp_set_num_threads(n);
-              },
-              [ob](const Prob& p) { ob->gemm(p); }, [ob](const Prob& p) { ob->gemm(p); },
-              "library load (dlopen, core detection, buffers) " + std::to_string(ob->load_ms) + " ms before");
+      measure(
+          ob->name,
+          [ob](int n) {
+            ob->set_threads(n);
+            omp_set_num_threads(n);
+          },
+          [ob](const Prob& p) { ob->gemm(p); }, [ob](const Prob& p) { ob->gemm(p); },
+          "library load (dlopen, core detection, buffers) " + std::to_string(ob->load_ms) + " ms before");
 #ifdef LIERE_BENCH_HAVE_BLIS
   if (L.blis)
-    measure("blis", [](int n) { omp_set_num_threads(n); }, [](const Prob& p) { blis_gemm(p, 1); },
-            [threads](const Prob& p) { blis_gemm(p, threads); },
-            "bli_init " + std::to_string(L.blis_init_ms) + " ms before");
+    measure(
+        "blis", [](int n) { omp_set_num_threads(n); }, [](const Prob& p) { blis_gemm(p, 1); },
+        [threads](const Prob& p) { blis_gemm(p, threads); },
+        "bli_init " + std::to_string(L.blis_init_ms) + " ms before");
 #endif
 #ifdef LIERE_BENCH_HAVE_DNNL
   if (L.dnnl) {
-    measure("dnnl-sgemm", [](int n) { omp_set_num_threads(n); }, dnnl_sgemm_call, dnnl_sgemm_call,
-            "engine creation " + std::to_string(L.dnnl_init_ms) + " ms before");
-    measure("dnnl-matmul", [](int n) { omp_set_num_threads(n); }, dnnl_matmul_call, dnnl_matmul_call,
-            "first call creates (JITs) the primitive");
+    measure(
+        "dnnl-sgemm", [](int n) { omp_set_num_threads(n); }, dnnl_sgemm_call, dnnl_sgemm_call,
+        "engine creation " + std::to_string(L.dnnl_init_ms) + " ms before");
+    measure(
+        "dnnl-matmul", [](int n) { omp_set_num_threads(n); }, dnnl_matmul_call, dnnl_matmul_call,
+        "first call creates (JITs) the primitive");
     // Primitive creation with oneDNN's own primitive cache warm (same descriptor again, our cache bypassed).
     omp_set_num_threads(1);
     const MatmulSpec spec = matmul_spec_2d(ps, 1);
@@ -1176,9 +1203,8 @@ std::vector<Latency> measure_latency(Libs& L, int threads) {
     std::vector<double> t;
     for (int i = 0; i < 50; ++i) {
       const auto t0 = Clock::now();
-      dnnl::matmul::primitive_desc pd(
-          dnnl::matmul::desc(e.pd.src_desc(), e.pd.weights_desc(), e.pd.dst_desc()), dnnl::primitive_attr(),
-          dnnl_engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.pd.src_desc(), e.pd.weights_desc(), e.pd.dst_desc()),
+                                      dnnl::primitive_attr(), dnnl_engine());
       dnnl::matmul prim(pd);
       t.push_back(seconds_since(t0) * 1e6);
     }
@@ -1191,8 +1217,9 @@ std::vector<Latency> measure_latency(Libs& L, int threads) {
 #endif
 #ifdef LIERE_BENCH_HAVE_XSMM
   if (L.xsmm) {
-    measure("libxsmm", [](int n) { omp_set_num_threads(n); }, xsmm_small_call, xsmm_big_call,
-            "libxsmm_init " + std::to_string(L.xsmm_init_ms) + " ms before; small: dispatch (JIT) + B transpose");
+    measure(
+        "libxsmm", [](int n) { omp_set_num_threads(n); }, xsmm_small_call, xsmm_big_call,
+        "libxsmm_init " + std::to_string(L.xsmm_init_ms) + " ms before; small: dispatch (JIT) + B transpose");
     std::vector<double> t;
     for (int i = 0; i < 200; ++i) {
       const auto t0 = Clock::now();
@@ -1234,13 +1261,15 @@ int main(int argc, char** argv) {
   std::printf("# bench_gemm  %s  CPU %s, %d cores, AVX-512 %s, Eigen %d.%d.%d, load average %.2f\n", run_id,
               mach.model.c_str(), mach.cores, mach.avx512 ? "yes" : "no", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
               EIGEN_MINOR_VERSION, load[0]);
-  std::printf("# clock: %.2f GHz (dependent 1-cycle adds), %.2f GHz (dependent 3-cycle imuls), one core, per CPU "
-              "second received\n",
-              mach.ghz_add, mach.ghz_imul);
-  std::printf("# FMA peak: %d cores x %.2f GHz x %d flop/cycle (2 FMA units x %d fp32 lanes x 2) = %.1f GFLOP/s; "
-              "measured zmm FMA loop: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (2 threads, summed per-thread rates)\n",
-              mach.cores, mach.ghz_add, mach.avx512 ? 64 : 32, mach.avx512 ? 16 : 8, mach.peak_gflops,
-              mach.fma_gflops[1], mach.fma_gflops[2]);
+  std::printf(
+      "# clock: %.2f GHz (dependent 1-cycle adds), %.2f GHz (dependent 3-cycle imuls), one core, per CPU "
+      "second received\n",
+      mach.ghz_add, mach.ghz_imul);
+  std::printf(
+      "# FMA peak: %d cores x %.2f GHz x %d flop/cycle (2 FMA units x %d fp32 lanes x 2) = %.1f GFLOP/s; "
+      "measured zmm FMA loop: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (2 threads, summed per-thread rates)\n",
+      mach.cores, mach.ghz_add, mach.avx512 ? 64 : 32, mach.avx512 ? 16 : 8, mach.peak_gflops, mach.fma_gflops[1],
+      mach.fma_gflops[2]);
   json.write(Json()
                  .add("kind", "machine")
                  .add("cpu", mach.model)
@@ -1265,17 +1294,22 @@ int main(int argc, char** argv) {
                   ob->config.c_str(), ob->core.c_str(), ob->coretype_env.c_str(),
                   ob == &L.ob_skx ? "; second copy, dlmopen" : "",
                   std::getenv("OPENBLAS_L2_SIZE") ? std::getenv("OPENBLAS_L2_SIZE") : "unset");
-  if (L.blis) std::printf("# blis %s, arch %s (BLIS_ARCH_TYPE=%s)\n", L.blis_version.c_str(), L.blis_arch.c_str(),
-                          std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "unset");
+  if (L.blis)
+    std::printf("# blis %s, arch %s (BLIS_ARCH_TYPE=%s)\n", L.blis_version.c_str(), L.blis_arch.c_str(),
+                std::getenv("BLIS_ARCH_TYPE") ? std::getenv("BLIS_ARCH_TYPE") : "unset");
   if (L.dnnl) std::printf("# onednn %s, ISA %s, OpenMP runtime\n", L.dnnl_version.c_str(), L.dnnl_isa.c_str());
   if (L.xsmm) std::printf("# libxsmm %s, target %s\n", L.xsmm_version.c_str(), L.xsmm_target.c_str());
-  json.write(Json()
-                 .add("kind", "libs")
-                 .add("openblas", L.ob.ok() ? L.ob.name + ": " + L.ob.config + " (OPENBLAS_CORETYPE " + L.ob.coretype_env + ")" : "")
-                 .add("openblas2", L.ob_skx.ok() ? L.ob_skx.name + ": core " + L.ob_skx.core + " (OPENBLAS_CORETYPE " + L.ob_skx.coretype_env + ")" : "")
-                 .add("blis", L.blis ? L.blis_version + " arch " + L.blis_arch : "")
-                 .add("dnnl", L.dnnl ? L.dnnl_version + " " + L.dnnl_isa : "")
-                 .add("libxsmm", L.xsmm ? L.xsmm_version + " " + L.xsmm_target : ""));
+  json.write(
+      Json()
+          .add("kind", "libs")
+          .add("openblas",
+               L.ob.ok() ? L.ob.name + ": " + L.ob.config + " (OPENBLAS_CORETYPE " + L.ob.coretype_env + ")" : "")
+          .add("openblas2", L.ob_skx.ok() ? L.ob_skx.name + ": core " + L.ob_skx.core + " (OPENBLAS_CORETYPE " +
+                                                L.ob_skx.coretype_env + ")"
+                                          : "")
+          .add("blis", L.blis ? L.blis_version + " arch " + L.blis_arch : "")
+          .add("dnnl", L.dnnl ? L.dnnl_version + " " + L.dnnl_isa : "")
+          .add("libxsmm", L.xsmm ? L.xsmm_version + " " + L.xsmm_target : ""));
 
   // ---- first-call latency (before anything else touches the libraries) ----
   {
@@ -1285,8 +1319,8 @@ int main(int argc, char** argv) {
     std::printf("%-36s %12s %12s %12s %12s %12s  %s\n", "library", "1st small us", "2nd small us", "steady us",
                 "1st big ms", "steady big ms", "note");
     for (const auto& l : lat) {
-      std::printf("%-36s %12.1f %12.1f %12.2f %12.2f %12.2f  %s\n", l.lib.c_str(), l.first_small_us,
-                  l.second_small_us, l.steady_small_us, l.first_big_ms, l.steady_big_ms, l.note.c_str());
+      std::printf("%-36s %12.1f %12.1f %12.2f %12.2f %12.2f  %s\n", l.lib.c_str(), l.first_small_us, l.second_small_us,
+                  l.steady_small_us, l.first_big_ms, l.steady_big_ms, l.note.c_str());
       json.write(Json()
                      .add("kind", "latency")
                      .add("lib", l.lib)
@@ -1382,7 +1416,8 @@ int main(int argc, char** argv) {
               const int M = d[0], N = d[1], K = d[2];
               const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
               Buf a = alloc(size_t(ta ? K : M) * lda), b = alloc(size_t(tb ? N : K) * ldb), c = alloc(size_t(M) * ldc);
-              fill_uniform(a.get(), size_t(ta ? K : M) * lda, ++seed), fill_uniform(b.get(), size_t(tb ? N : K) * ldb, ++seed);
+              fill_uniform(a.get(), size_t(ta ? K : M) * lda, ++seed),
+                  fill_uniform(b.get(), size_t(tb ? N : K) * ldb, ++seed);
               fill_uniform(c.get(), size_t(M) * ldc, ++seed);
               Prob p;
               p.ta = ta, p.tb = tb, p.M = M, p.N = N, p.K = K, p.alpha = alpha, p.beta = beta, p.A = a.get(),
@@ -1409,7 +1444,10 @@ int main(int argc, char** argv) {
       auto report_check = [&](const std::string& name, const std::string& what, const CheckResult& r, int cases,
                               const std::string& note, bool known = false) {
         std::printf("%-20s %8d %10ld %12.3g %12.3g  %s%s\n", name.c_str(), cases, r.elements, r.max_units, r.max_rel,
-                    r.pass() ? "pass" : known ? "FAIL (known)" : "FAIL", note.c_str());
+                    r.pass() ? "pass"
+                    : known  ? "FAIL (known)"
+                             : "FAIL",
+                    note.c_str());
         all_pass = all_pass && (r.pass() || known);
         json.write(Json()
                        .add("kind", "check")
@@ -1435,8 +1473,9 @@ int main(int argc, char** argv) {
         std::string note = "  (odd sizes, padded ld, 4 transposes x 3 alpha/beta)";
         const bool known = v.name == "libxsmm" && !r.pass();
         if (known)
-          note += " -- libxsmm_sgemm_omp (1.17) sends edge tiles of some sizes to the BLAS fall-back, which is "
-                  "libxsmmnoblas here: it needs a BLAS linked behind it";
+          note +=
+              " -- libxsmm_sgemm_omp (1.17) sends edge tiles of some sizes to the BLAS fall-back, which is "
+              "libxsmmnoblas here: it needs a BLAS linked behind it";
         report_check(v.name, "unit", r, cases, note, known);
         // The benchmarked shapes: sampled elements.
         CheckResult rs;
@@ -1476,8 +1515,10 @@ int main(int argc, char** argv) {
             for (int i = 0; i < p.M; ++i)
               for (int j = 0; j < p.N; ++j) c0[e].push_back(p.C[long(i) * p.ldc + j]);
           }
-          if (av.batched) av.batch(s, abufs, threads);
-          else attn_per_call(av.one, s, abufs, threads);
+          if (av.batched)
+            av.batch(s, abufs, threads);
+          else
+            attn_per_call(av.one, s, abufs, threads);
           for (size_t e = 0; e < picks.size(); ++e) {
             Prob p = attn_prob(s, abufs, picks[e].first, picks[e].second);
             std::vector<std::pair<int, int>> ij;
@@ -1507,9 +1548,10 @@ int main(int argc, char** argv) {
       }
 #ifdef LIERE_BENCH_HAVE_XSMM
       if (L.xsmm)
-        std::printf("# libxsmm per-call wrapper so far: %ld JIT-kernel calls (%ld with B transposed first), %ld "
-                    "Eigen fall-backs (alpha != 1 or beta not in {0, 1})\n",
-                    g_xsmm_jit.load(), g_xsmm_transposed.load(), g_xsmm_fallback.load());
+        std::printf(
+            "# libxsmm per-call wrapper so far: %ld JIT-kernel calls (%ld with B transposed first), %ld "
+            "Eigen fall-backs (alpha != 1 or beta not in {0, 1})\n",
+            g_xsmm_jit.load(), g_xsmm_transposed.load(), g_xsmm_fallback.load());
 #endif
       // beta = 1 shapes accumulated during the checks: refill.
       for (size_t i = 0; i < shapes.size(); ++i)
@@ -1529,8 +1571,10 @@ int main(int argc, char** argv) {
     for (const auto& av : attn_variants)
       for (const auto& s : ashapes) {
         if (opt.check) break;
-        if (av.batched) av.batch(s, abufs, threads);
-        else attn_per_call(av.one, s, abufs, threads);
+        if (av.batched)
+          av.batch(s, abufs, threads);
+        else
+          attn_per_call(av.one, s, abufs, threads);
       }
 
     // ---- interleaved rounds ----
@@ -1592,8 +1636,10 @@ int main(int argc, char** argv) {
         for (size_t k = 0; k < attn_variants.size(); ++k) {
           const AttnVariant& av = attn_variants[(k + r) % attn_variants.size()];
           record(key, av.name, s.flops(), sample([&] {
-                   if (av.batched) av.batch(s, abufs, threads);
-                   else attn_per_call(av.one, s, abufs, threads);
+                   if (av.batched)
+                     av.batch(s, abufs, threads);
+                   else
+                     attn_per_call(av.one, s, abufs, threads);
                  }),
                  g);
         }
@@ -1605,8 +1651,8 @@ int main(int argc, char** argv) {
         if (std::fscanf(f, "%lf", &la) != 1) la = 0;
         std::fclose(f);
       }
-      std::fprintf(stderr, "# %d thread(s): round %d/%d done, %.0f s, load average %.2f\n", threads, r + 1,
-                   opt.rounds, seconds_since(t_start), la);
+      std::fprintf(stderr, "# %d thread(s): round %d/%d done, %.0f s, load average %.2f\n", threads, r + 1, opt.rounds,
+                   seconds_since(t_start), la);
     }
 #ifdef LIERE_BENCH_HAVE_DNNL
     // The oneDNN implementation chosen per shape.
@@ -1634,8 +1680,8 @@ int main(int argc, char** argv) {
     for (const auto& v : variants) vnames.push_back(v.name);
     std::vector<std::string> anames;
     for (const auto& v : attn_variants) anames.push_back(v.name);
-    auto table = [&](const std::string& group, const std::vector<std::string>& rows, const std::vector<std::string>& cols,
-                     const std::function<std::string(const std::string&)>& dims) {
+    auto table = [&](const std::string& group, const std::vector<std::string>& rows,
+                     const std::vector<std::string>& cols, const std::function<std::string(const std::string&)>& dims) {
       std::printf("\n# %s, %d thread(s): median GFLOP/s over %d rounds (median per-round ratio to eigen)\n",
                   group.c_str(), threads, opt.rounds);
       std::printf("%-12s %-16s", "shape", "MxNxK");
@@ -1681,11 +1727,12 @@ int main(int argc, char** argv) {
       });
     }
     // Whole-workload totals: time of all shapes of a group (flop-weighted), per variant.
-    std::printf("\n# totals, %d thread(s): all shapes of a group (not the probe), summed time -> GFLOP/s (ratio to eigen)\n",
-                threads);
+    std::printf(
+        "\n# totals, %d thread(s): all shapes of a group (not the probe), summed time -> GFLOP/s (ratio to eigen)\n",
+        threads);
     for (const std::string group : {"vit-tiny", "attn", "vit-b"}) {
       std::map<std::string, std::pair<double, double>> tot;  // variant → (flops, seconds)
-      std::map<std::string, double> tot_cpu;                   // variant → CPU seconds / threads
+      std::map<std::string, double> tot_cpu;                 // variant → CPU seconds / threads
       for (const auto& [key, ser] : res) {
         if (key.first.rfind(group + "/", 0) != 0) continue;
         if (key.first == "attn/S=Q(K^T)") continue;  // the probe shape: not a product liere runs
@@ -1702,7 +1749,8 @@ int main(int argc, char** argv) {
       std::printf("%-10s", group.c_str());
       const double e = tot.count("eigen") ? tot["eigen"].first / tot["eigen"].second : 0;
       for (const auto& [name, ft] : tot)
-        std::printf("  %s %.1f (%.2f)", name.c_str(), ft.first / ft.second * 1e-9, e > 0 ? ft.first / ft.second / e : 0);
+        std::printf("  %s %.1f (%.2f)", name.c_str(), ft.first / ft.second * 1e-9,
+                    e > 0 ? ft.first / ft.second / e : 0);
       std::printf("\n");
       for (const auto& [name, ft] : tot)
         json.write(Json()
@@ -1720,9 +1768,11 @@ int main(int argc, char** argv) {
       int M = 0, N = 0, K = 0;
       std::string tr;
       for (const auto& s : shapes)
-        if (s.group + "/" + s.name == key.first) M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+        if (s.group + "/" + s.name == key.first)
+          M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
       for (const auto& s : ashapes)
-        if ("attn/" + s.name == key.first) M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+        if ("attn/" + s.name == key.first)
+          M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
       std::string lib = key.second.substr(0, key.second.find_first_of("-/"));
       json.write(Json()
                      .add("kind", "result")
