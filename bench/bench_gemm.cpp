@@ -54,10 +54,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <app/flags.hpp>
 #include <array>
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -93,6 +95,7 @@
 
 namespace {
 
+namespace app = liere::app;
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -963,81 +966,77 @@ std::vector<std::string> split(const std::string& s) {
     if (!x.empty()) v.push_back(x);
   return v;
 }
-
-void usage() {
-  std::printf(
-      "bench_gemm — single-precision GEMM libraries side by side on liere's ViT shapes (see the header of\n"
-      "bench/bench_gemm.cpp). Checks every library against a double reference, then times the shapes\n"
-      "interleaved (every variant once per round per shape) and prints medians over rounds.\n\n"
-      "  --threads LIST     thread counts to measure, e.g. 1,2 (default 1,2)\n"
-      "  --rounds N         rounds (default 5)\n"
-      "  --min-ms X         minimum duration of one sample (repeats small products; default 25)\n"
-      "  --groups LIST      vit-tiny,attn,vit-b (default all)\n"
-      "  --libs LIST        eigen,openblas,blis,dnnl,libxsmm (default all that were built and load)\n"
-      "  --skip LIST        variants to leave out, e.g. blis,eigen-mt,attn:blis (names as printed; attn: prefix\n"
-      "                     for the attention variants)\n"
-      "  --blis-arch A      BLIS_ARCH_TYPE to use unless set in the environment: skx, zen3, haswell, ... or\n"
-      "                     auto (BLIS's own detection); default skx on AVX-512 CPUs, else auto\n"
-      "  --openblas-core2 C when the environment gives OpenBLAS a core without AVX-512 (OPENBLAS_CORETYPE), also\n"
-      "                     load a second copy with OPENBLAS_CORETYPE=C; auto (default) = unset, OpenBLAS's own\n"
-      "                     detection; e.g. SkylakeX\n"
-      "  --settle-ms N      pause after each threaded OpenBLAS sample, longer than its worker spin (default 130)\n"
-      "  --json PATH        append one JSON object per line (machine, checks, latencies, results)\n"
-      "  --no-check         skip the correctness checks\n"
-      "  --quick            smoke run: 1 round, 5 ms samples, no ViT-B\n"
-      "  --help             this text\n\n"
-      "Environment: OPENBLAS_CORETYPE applies to the first OpenBLAS copy; BLIS_ARCH_TYPE overrides --blis-arch.\n");
+template <class T>
+std::string join(const std::vector<T>& v) {
+  std::ostringstream s;
+  for (std::size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
+  return s.str();
+}
+// A comma-separated list flag whose every entry must be one of `allowed` (any entry when it is empty).
+void add_list(app::Flags& f, const std::string& name, std::vector<std::string>* v, const std::string& help,
+              const std::vector<std::string>& allowed = {}) {
+  f.add(
+      name, "LIST", help,
+      [v, allowed](const std::string& s) {
+        std::vector<std::string> items = split(s);
+        for (const auto& x : items)
+          LIERE_ENSURE(allowed.empty() || std::find(allowed.begin(), allowed.end(), x) != allowed.end(),
+                       "'" << x << "' is none of " << join(allowed));
+        *v = std::move(items);
+      },
+      [v] { return join(*v); });
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else if (a == "--threads") {
-      o.threads.clear();
-      for (const auto& t : split(next())) o.threads.push_back(std::max(1, std::atoi(t.c_str())));
-    } else if (a == "--rounds") {
-      o.rounds = std::max(1, std::atoi(next().c_str()));
-    } else if (a == "--min-ms") {
-      o.min_ms = std::atof(next().c_str());
-    } else if (a == "--groups") {
-      o.groups = split(next());
-    } else if (a == "--libs") {
-      o.libs = split(next());
-    } else if (a == "--skip") {
-      o.skip = split(next());
-    } else if (a == "--blis-arch") {
-      o.blis_arch = next();
-    } else if (a == "--openblas-core2") {
-      o.openblas_core2 = next();
-    } else if (a == "--settle-ms") {
-      o.settle_ms = std::atoi(next().c_str());
-    } else if (a == "--json") {
-      o.json = next();
-    } else if (a == "--no-check") {
-      o.check = false;
-    } else if (a == "--quick") {
-      o.quick = true;
-    } else {
-      std::fprintf(stderr, "unknown option %s (see --help)\n", a.c_str());
-      std::exit(2);
-    }
-  }
+// The flags into o (--quick applied); false after --help.
+bool parse_flags(int argc, char** argv, Options& o) {
+  app::Flags f("bench_gemm",
+               "Single-precision GEMM libraries side by side on liere's ViT shapes (see the header of\n"
+               "bench/bench_gemm.cpp). Checks every library against a double reference, then times the shapes\n"
+               "interleaved (every variant once per round per shape) and prints medians over rounds.\n"
+               "Environment: OPENBLAS_CORETYPE applies to the first OpenBLAS copy; BLIS_ARCH_TYPE overrides "
+               "--blis-arch.");
+  f.section("Options");
+  f.add(
+      "threads", "LIST", "thread counts to measure, comma-separated",
+      [&](const std::string& s) {
+        std::vector<int> t;
+        for (const auto& x : split(s)) {
+          const long long n = app::Flags::to_int(x);
+          LIERE_ENSURE(n >= 1 && n <= 4096, "expected thread counts in [1, 4096]");
+          t.push_back(int(n));
+        }
+        LIERE_ENSURE(!t.empty(), "expected at least one thread count");
+        o.threads = t;
+      },
+      [&] { return join(o.threads); });
+  f.add("rounds", &o.rounds, "rounds", app::Range{1, INT_MAX});
+  f.add("min-ms", &o.min_ms, "minimum duration of one sample, ms (repeats small products)");
+  add_list(f, "groups", &o.groups, "shape groups: vit-tiny, attn, vit-b", {"vit-tiny", "attn", "vit-b"});
+  add_list(f, "libs", &o.libs, "libraries: eigen, openblas, blis, dnnl, libxsmm (none: all that were built and load)",
+           {"eigen", "openblas", "blis", "dnnl", "libxsmm"});
+  add_list(f, "skip", &o.skip,
+           "variants to leave out, e.g. blis,eigen-mt,attn:blis (names as printed; attn: prefix for the attention "
+           "variants)");
+  f.add("blis-arch", &o.blis_arch,
+        "BLIS_ARCH_TYPE to use unless set in the environment: skx, zen3, haswell, ... or auto (BLIS's own "
+        "detection); default: skx on AVX-512 CPUs, else auto",
+        "A");
+  f.add("openblas-core2", &o.openblas_core2,
+        "when the environment gives OpenBLAS a core without AVX-512 (OPENBLAS_CORETYPE), also load a second copy "
+        "with OPENBLAS_CORETYPE=C; auto = unset, OpenBLAS's own detection; e.g. SkylakeX",
+        "C");
+  f.add("settle-ms", &o.settle_ms, "pause after each threaded OpenBLAS sample, longer than its worker spin, ms");
+  f.add("json", &o.json, "append one JSON object per line (machine, checks, latencies, results) to PATH", "PATH");
+  bool no_check = false;
+  f.add_switch("no-check", &no_check, "skip the correctness checks");
+  f.add_switch("quick", &o.quick, "smoke run: 1 round, 5 ms samples, no ViT-B");
+  if (!f.parse(argc, argv)) return false;
+  o.check = !no_check;
   if (o.quick) {
     o.rounds = 1, o.min_ms = 5;
     o.groups.erase(std::remove(o.groups.begin(), o.groups.end(), "vit-b"), o.groups.end());
   }
-  return o;
+  return true;
 }
 
 bool has_group(const Options& o, const std::string& g) {
@@ -1239,26 +1238,24 @@ std::vector<Latency> measure_latency(Libs& L, int threads) {
   return out;
 }
 
-}  // namespace
-
 // ============================================================================================================
-int main(int argc, char** argv) {
-  const Options opt = parse(argc, argv);
+// Machine, libraries and first-call latency: printed and written as JSON
+// ============================================================================================================
+// The run's id in every JSON line: the local time it started.
+std::string run_id_now() {
   char run_id[64];
-  {
-    const std::time_t now = std::time(nullptr);
-    std::strftime(run_id, sizeof run_id, "%Y-%m-%dT%H:%M:%S", std::localtime(&now));
-  }
-  const JsonOut json{opt.json, run_id};
+  const std::time_t now = std::time(nullptr);
+  std::strftime(run_id, sizeof run_id, "%Y-%m-%dT%H:%M:%S", std::localtime(&now));
+  return run_id;
+}
 
-  // ---- machine ----
-  const Machine mach = measure_machine();
+void report_machine(const Machine& mach, const std::string& run_id, const JsonOut& json) {
   double load[3] = {0, 0, 0};
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
     std::fclose(f);
   }
-  std::printf("# bench_gemm  %s  CPU %s, %d cores, AVX-512 %s, Eigen %d.%d.%d, load average %.2f\n", run_id,
+  std::printf("# bench_gemm  %s  CPU %s, %d cores, AVX-512 %s, Eigen %d.%d.%d, load average %.2f\n", run_id.c_str(),
               mach.model.c_str(), mach.cores, mach.avx512 ? "yes" : "no", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
               EIGEN_MINOR_VERSION, load[0]);
   std::printf(
@@ -1282,10 +1279,9 @@ int main(int argc, char** argv) {
                  .add("fma_loop_gflops_1t", mach.fma_gflops[1])
                  .add("fma_loop_gflops_2t", mach.fma_gflops[2])
                  .add("loadavg", load[0]));
+}
 
-  // ---- libraries ----
-  Libs L;
-  load_libs(L, opt, mach);
+void report_libs(const Libs& L, const JsonOut& json) {
   std::printf("# eigen %d.%d.%d (header, -march=native)\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
               EIGEN_MINOR_VERSION);
   for (const OpenBlas* ob : {&L.ob, &L.ob_skx})
@@ -1310,50 +1306,61 @@ int main(int argc, char** argv) {
           .add("blis", L.blis ? L.blis_version + " arch " + L.blis_arch : "")
           .add("dnnl", L.dnnl ? L.dnnl_version + " " + L.dnnl_isa : "")
           .add("libxsmm", L.xsmm ? L.xsmm_version + " " + L.xsmm_target : ""));
+}
 
-  // ---- first-call latency (before anything else touches the libraries) ----
-  {
-    const int t0 = opt.threads.front();
-    const auto lat = measure_latency(L, t0);
-    std::printf("\n# first-call latency (small: 65x65x64 NT, 1 thread; big: 8320x768x192 NT, %d threads)\n", t0);
-    std::printf("%-36s %12s %12s %12s %12s %12s  %s\n", "library", "1st small us", "2nd small us", "steady us",
-                "1st big ms", "steady big ms", "note");
-    for (const auto& l : lat) {
-      std::printf("%-36s %12.1f %12.1f %12.2f %12.2f %12.2f  %s\n", l.lib.c_str(), l.first_small_us, l.second_small_us,
-                  l.steady_small_us, l.first_big_ms, l.steady_big_ms, l.note.c_str());
-      json.write(Json()
-                     .add("kind", "latency")
-                     .add("lib", l.lib)
-                     .add("threads", t0)
-                     .add("first_small_us", l.first_small_us)
-                     .add("second_small_us", l.second_small_us)
-                     .add("steady_small_us", l.steady_small_us)
-                     .add("first_big_ms", l.first_big_ms)
-                     .add("steady_big_ms", l.steady_big_ms)
-                     .add("note", l.note));
+// The first call (JIT, thread start-up, packing buffers) against the steady state, at `threads` threads for the big
+// product: before anything else touches the libraries.
+void report_latency(Libs& L, int threads, const JsonOut& json) {
+  const auto lat = measure_latency(L, threads);
+  std::printf("\n# first-call latency (small: 65x65x64 NT, 1 thread; big: 8320x768x192 NT, %d threads)\n", threads);
+  std::printf("%-36s %12s %12s %12s %12s %12s  %s\n", "library", "1st small us", "2nd small us", "steady us",
+              "1st big ms", "steady big ms", "note");
+  for (const auto& l : lat) {
+    std::printf("%-36s %12.1f %12.1f %12.2f %12.2f %12.2f  %s\n", l.lib.c_str(), l.first_small_us, l.second_small_us,
+                l.steady_small_us, l.first_big_ms, l.steady_big_ms, l.note.c_str());
+    json.write(Json()
+                   .add("kind", "latency")
+                   .add("lib", l.lib)
+                   .add("threads", threads)
+                   .add("first_small_us", l.first_small_us)
+                   .add("second_small_us", l.second_small_us)
+                   .add("steady_small_us", l.steady_small_us)
+                   .add("first_big_ms", l.first_big_ms)
+                   .add("steady_big_ms", l.steady_big_ms)
+                   .add("note", l.note));
+  }
+}
+
+// ============================================================================================================
+// The workload: the shapes of the groups asked for and their buffers
+// ============================================================================================================
+struct Workload {
+  explicit Workload(const Options& opt) {
+    if (has_group(opt, "vit-tiny")) {
+      add_linear_shapes(shapes, "vit-tiny", kB * kT, 192, 768);
+      shapes.push_back({"vit-tiny", "patch.fwd", false, true, 8192, 192, 48, 0.f});
+      shapes.push_back({"vit-tiny", "patch.dw", true, false, 192, 48, 8192, 1.f});
     }
+    if (has_group(opt, "vit-b")) add_linear_shapes(shapes, "vit-b", 64 * 197, 768, 3072);
+    data.resize(shapes.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Shape& s = shapes[i];
+      const size_t na = size_t(s.M) * s.K, nb = size_t(s.K) * s.N, nc = size_t(s.M) * s.N;
+      data[i] = {alloc(na), alloc(nb), alloc(nc)};
+      fill_uniform(data[i].a.get(), na, 11 + 3 * i), fill_uniform(data[i].b.get(), nb, 12 + 3 * i);
+      fill_c(i);
+    }
+    attn = has_group(opt, "attn");
+    if (attn) ashapes = attn_shapes();
+    if (attn)
+      for (int i = 0; i < 5; ++i) {
+        abuf.push_back(alloc(abuf_n[i]));
+        fill_uniform(abuf.back().get(), abuf_n[i], 100 + i);
+        abufs[i] = abuf.back().get();
+      }
   }
-
-  // ---- shapes and their buffers ----
-  std::vector<Shape> shapes;
-  if (has_group(opt, "vit-tiny")) {
-    add_linear_shapes(shapes, "vit-tiny", kB * kT, 192, 768);
-    shapes.push_back({"vit-tiny", "patch.fwd", false, true, 8192, 192, 48, 0.f});
-    shapes.push_back({"vit-tiny", "patch.dw", true, false, 192, 48, 8192, 1.f});
-  }
-  if (has_group(opt, "vit-b")) add_linear_shapes(shapes, "vit-b", 64 * 197, 768, 3072);
-  struct Data {
-    Buf a, b, c;
-  };
-  std::vector<Data> data(shapes.size());
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
-    const size_t na = size_t(s.M) * s.K, nb = size_t(s.K) * s.N, nc = size_t(s.M) * s.N;
-    data[i] = {alloc(na), alloc(nb), alloc(nc)};
-    fill_uniform(data[i].a.get(), na, 11 + 3 * i), fill_uniform(data[i].b.get(), nb, 12 + 3 * i);
-    fill_uniform(data[i].c.get(), nc, 13 + 3 * i);
-  }
-  auto prob = [&](size_t i) {
+  // The product of shape i on its buffers (dense, row-major).
+  Prob prob(size_t i) const {
     const Shape& s = shapes[i];
     Prob p;
     p.ta = s.ta, p.tb = s.tb, p.M = s.M, p.N = s.N, p.K = s.K, p.alpha = 1.f, p.beta = s.beta;
@@ -1361,454 +1368,525 @@ int main(int argc, char** argv) {
     p.B = data[i].b.get(), p.ldb = s.tb ? s.K : s.N;
     p.C = data[i].c.get(), p.ldc = s.N;
     return p;
+  }
+  // C of shape i with its initial values again (the β = 1 products accumulate into it).
+  void fill_c(size_t i) { fill_uniform(data[i].c.get(), size_t(shapes[i].M) * shapes[i].N, 13 + 3 * i); }
+
+  std::vector<Shape> shapes;
+  struct Data {
+    Buf a, b, c;
   };
-  const bool attn = has_group(opt, "attn");
-  const std::vector<AttnShape> ashapes = attn ? attn_shapes() : std::vector<AttnShape>{};
+  std::vector<Data> data;
+  bool attn = false;
+  std::vector<AttnShape> ashapes;
   // Buffers: 0 qkv (B·T, 576), 1 P / dS (B·H, T, T), 2 O / dO (B·T, 192), 3 dqkv (B·T, 576), 4 S / dP (B·H, T, T).
-  const size_t abuf_n[5] = {size_t(kB) * kT * kQkv, size_t(kB) * kH * kT * kT, size_t(kB) * kT * kHD,
-                            size_t(kB) * kT * kQkv, size_t(kB) * kH * kT * kT};
+  const size_t abuf_n[5] = {size_t(kB) * kT * kQkv, size_t(kB) * kH* kT* kT, size_t(kB) * kT* kHD,
+                            size_t(kB) * kT* kQkv, size_t(kB) * kH* kT* kT};
   std::vector<Buf> abuf;
   float* abufs[5] = {};
-  if (attn)
-    for (int i = 0; i < 5; ++i) {
-      abuf.push_back(alloc(abuf_n[i]));
-      fill_uniform(abuf.back().get(), abuf_n[i], 100 + i);
-      abufs[i] = abuf.back().get();
-    }
+};
 
-  auto attn_variants = make_attn_variants(L, opt.libs);
-  attn_variants.erase(std::remove_if(attn_variants.begin(), attn_variants.end(),
-                                     [&](const AttnVariant& v) {
-                                       return std::find(opt.skip.begin(), opt.skip.end(), "attn:" + v.name) !=
-                                              opt.skip.end();
-                                     }),
-                      attn_variants.end());
+// Runs every (batch, head) product of attention shape s with variant av.
+void run_attn(const AttnVariant& av, const AttnShape& s, float* const* bufs, int threads) {
+  if (av.batched)
+    av.batch(s, bufs, threads);
+  else
+    attn_per_call(av.one, s, bufs, threads);
+}
+
+// ============================================================================================================
+// Correctness at one thread count
+// ============================================================================================================
+// Prints one check's line and writes its JSON line; all_pass is false once a check failed. known: a documented
+// limitation of the library rather than a wrong result of the wrapper (reported as "FAIL (known)", does not change
+// the exit status).
+struct CheckReport {
+  int threads;
+  const JsonOut& json;
   bool all_pass = true;
+  void operator()(const std::string& name, const std::string& what, const CheckResult& r, int cases,
+                  const std::string& note, bool known = false) {
+    std::printf("%-20s %8d %10ld %12.3g %12.3g  %s%s\n", name.c_str(), cases, r.elements, r.max_units, r.max_rel,
+                r.pass() ? "pass"
+                : known  ? "FAIL (known)"
+                         : "FAIL",
+                note.c_str());
+    all_pass = all_pass && (r.pass() || known);
+    json.write(Json()
+                   .add("kind", "check")
+                   .add("variant", name)
+                   .add("what", what)
+                   .add("threads", threads)
+                   .add("cases", cases)
+                   .add("elements", double(r.elements))
+                   .add("max_units", r.max_units)
+                   .add("max_rel", r.max_rel)
+                   .add("pass", r.pass() ? 1 : 0)
+                   .add("known", known ? 1 : 0)
+                   .add("note", note));
+  }
+};
 
-  for (const int threads : opt.threads) {
-    omp_set_num_threads(threads);
-    auto variants = make_variants(L, threads, opt.libs);
-    variants.erase(std::remove_if(variants.begin(), variants.end(),
-                                  [&](const Variant& v) {
-                                    return std::find(opt.skip.begin(), opt.skip.end(), v.name) != opt.skip.end();
-                                  }),
-                   variants.end());
-    std::printf("\n================ %d thread%s ================\n", threads, threads > 1 ? "s" : "");
+// Odd sizes with padded leading dimensions, all transposes, three (alpha, beta); the padding of C must stay
+// untouched.
+void unit_cases(const std::function<void(const Prob&)>& run, CheckResult& res, int& cases) {
+  const std::array<std::array<int, 3>, 4> dims{{{37, 29, 53}, {1, 7, 5}, {129, 67, 300}, {301, 257, 263}}};
+  const std::array<std::pair<float, float>, 3> ab{{{1.f, 0.f}, {1.f, 1.f}, {-1.5f, 0.5f}}};
+  const int pad = 5;
+  std::uint64_t seed = 1;
+  int failures = 0;
+  for (const auto& d : dims)
+    for (int t = 0; t < 4; ++t)
+      for (const auto& [alpha, beta] : ab) {
+        const bool ta = t & 1, tb = t & 2;
+        const int M = d[0], N = d[1], K = d[2];
+        const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        Buf a = alloc(size_t(ta ? K : M) * lda), b = alloc(size_t(tb ? N : K) * ldb), c = alloc(size_t(M) * ldc);
+        fill_uniform(a.get(), size_t(ta ? K : M) * lda, ++seed),
+            fill_uniform(b.get(), size_t(tb ? N : K) * ldb, ++seed);
+        fill_uniform(c.get(), size_t(M) * ldc, ++seed);
+        Prob p;
+        p.ta = ta, p.tb = tb, p.M = M, p.N = N, p.K = K, p.alpha = alpha, p.beta = beta, p.A = a.get(), p.lda = lda,
+        p.B = b.get(), p.ldb = ldb, p.C = c.get(), p.ldc = ldc;
+        // the padding of C must stay untouched
+        std::vector<float> padv;
+        for (int i = 0; i < M; ++i)
+          for (int j = N; j < ldc; ++j) padv.push_back(c[size_t(i) * ldc + j]);
+        CheckResult one = check_product(run, p, 1 << 30, 0, seed);
+        size_t e = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = N; j < ldc; ++j)
+            if (std::memcmp(&padv[e++], &c[size_t(i) * ldc + j], sizeof(float)) != 0) one.nan = true;
+        if (!one.pass() && failures++ < 6)
+          std::printf("#   failed: %dx%dx%d %c%c lda %d ldb %d ldc %d alpha %g beta %g: max units %.3g%s\n", M, N, K,
+                      ta ? 'T' : 'N', tb ? 'T' : 'N', lda, ldb, ldc, alpha, beta, one.max_units,
+                      one.nan ? ", NaN or padding overwritten" : "");
+        res.merge(one);
+        ++cases;
+      }
+}
 
-    // ---- correctness ----
-#ifdef LIERE_BENCH_HAVE_XSMM
-    g_xsmm_count = true;
-#endif
-    if (opt.check) {
-      std::printf("\n# correctness vs double reference: max error in units of u*(|a|S|a||b|+|b||c0|), bound K+2\n");
-      std::printf("%-20s %8s %10s %12s %12s  %s\n", "variant", "cases", "elements", "max units", "max rel", "result");
-      // Odd sizes with padded leading dimensions, all transposes, three (alpha, beta).
-      const std::array<std::array<int, 3>, 4> dims{{{37, 29, 53}, {1, 7, 5}, {129, 67, 300}, {301, 257, 263}}};
-      const std::array<std::pair<float, float>, 3> ab{{{1.f, 0.f}, {1.f, 1.f}, {-1.5f, 0.5f}}};
-      const int pad = 5;
-      auto unit_cases = [&](const std::function<void(const Prob&)>& run, CheckResult& res, int& cases) {
-        std::uint64_t seed = 1;
-        int failures = 0;
-        for (const auto& d : dims)
-          for (int t = 0; t < 4; ++t)
-            for (const auto& [alpha, beta] : ab) {
-              const bool ta = t & 1, tb = t & 2;
-              const int M = d[0], N = d[1], K = d[2];
-              const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-              Buf a = alloc(size_t(ta ? K : M) * lda), b = alloc(size_t(tb ? N : K) * ldb), c = alloc(size_t(M) * ldc);
-              fill_uniform(a.get(), size_t(ta ? K : M) * lda, ++seed),
-                  fill_uniform(b.get(), size_t(tb ? N : K) * ldb, ++seed);
-              fill_uniform(c.get(), size_t(M) * ldc, ++seed);
-              Prob p;
-              p.ta = ta, p.tb = tb, p.M = M, p.N = N, p.K = K, p.alpha = alpha, p.beta = beta, p.A = a.get(),
-              p.lda = lda, p.B = b.get(), p.ldb = ldb, p.C = c.get(), p.ldc = ldc;
-              // the padding of C must stay untouched
-              std::vector<float> padv;
-              for (int i = 0; i < M; ++i)
-                for (int j = N; j < ldc; ++j) padv.push_back(c[size_t(i) * ldc + j]);
-              CheckResult one = check_product(run, p, 1 << 30, 0, seed);
-              size_t e = 0;
-              for (int i = 0; i < M; ++i)
-                for (int j = N; j < ldc; ++j)
-                  if (std::memcmp(&padv[e++], &c[size_t(i) * ldc + j], sizeof(float)) != 0) one.nan = true;
-              if (!one.pass() && failures++ < 6)
-                std::printf("#   failed: %dx%dx%d %c%c lda %d ldb %d ldc %d alpha %g beta %g: max units %.3g%s\n", M, N,
-                            K, ta ? 'T' : 'N', tb ? 'T' : 'N', lda, ldb, ldc, alpha, beta, one.max_units,
-                            one.nan ? ", NaN or padding overwritten" : "");
-              res.merge(one);
-              ++cases;
-            }
-      };
-      // known: a documented limitation of the library rather than a wrong result of the wrapper (reported as
-      // "FAIL (known)", does not change the exit status).
-      auto report_check = [&](const std::string& name, const std::string& what, const CheckResult& r, int cases,
-                              const std::string& note, bool known = false) {
-        std::printf("%-20s %8d %10ld %12.3g %12.3g  %s%s\n", name.c_str(), cases, r.elements, r.max_units, r.max_rel,
-                    r.pass() ? "pass"
-                    : known  ? "FAIL (known)"
-                             : "FAIL",
-                    note.c_str());
-        all_pass = all_pass && (r.pass() || known);
-        json.write(Json()
-                       .add("kind", "check")
-                       .add("variant", name)
-                       .add("what", what)
-                       .add("threads", threads)
-                       .add("cases", cases)
-                       .add("elements", double(r.elements))
-                       .add("max_units", r.max_units)
-                       .add("max_rel", r.max_rel)
-                       .add("pass", r.pass() ? 1 : 0)
-                       .add("known", known ? 1 : 0)
-                       .add("note", note));
-      };
-      for (const auto& v : variants) {
-        v.pin(threads);
-        CheckResult r;
-        int cases = 0;
-#ifdef LIERE_BENCH_HAVE_XSMM
-        const long fb0 = g_xsmm_fallback.load();
-#endif
-        unit_cases([&](const Prob& p) { v.run(p, threads); }, r, cases);
-        std::string note = "  (odd sizes, padded ld, 4 transposes x 3 alpha/beta)";
-        const bool known = v.name == "libxsmm" && !r.pass();
-        if (known)
-          note +=
-              " -- libxsmm_sgemm_omp (1.17) sends edge tiles of some sizes to the BLAS fall-back, which is "
-              "libxsmmnoblas here: it needs a BLAS linked behind it";
-        report_check(v.name, "unit", r, cases, note, known);
-        // The benchmarked shapes: sampled elements.
-        CheckResult rs;
-        int scases = 0;
-        for (size_t i = 0; i < shapes.size(); ++i) {
-          rs.merge(check_product([&](const Prob& p) { v.run(p, threads); }, prob(i), 4096, 600, 1000 + i));
-          ++scases;
-        }
-        if (scases) report_check(v.name, "shapes", rs, scases, "  (benchmark shapes, sampled)");
-#ifdef LIERE_BENCH_HAVE_XSMM
-        (void)fb0;
-#endif
-      }
-      // Attention: per-call and batched on every head of the real buffers; 24 (b, h) checked in full.
-      for (const auto& av : attn_variants) {
-        if (!attn) break;
-        CheckResult r;
-        int cases = 0;
-#ifdef LIERE_BENCH_HAVE_XSMM
-        const long fb0 = g_xsmm_fallback.load(), tr0 = g_xsmm_transposed.load();
-#endif
-        omp_set_num_threads(threads);
-        for (const auto& s : ashapes) {
-          std::vector<std::pair<int, int>> picks;
-          for (int e = 0; e < 24; ++e) picks.emplace_back((e * 37) % kB, e % kH);
-          picks.back() = {kB - 1, kH - 1};
-          // Save C₀ of the checked heads (β = 1) or poison C (β = 0: everything must be overwritten).
-          std::vector<std::vector<float>> c0(picks.size());
-          for (int bh = 0; bh < kB * kH; ++bh) {
-            Prob p = attn_prob(s, abufs, bh / kH, bh % kH);
-            if (s.beta == 0.f)
-              for (int i = 0; i < p.M; ++i)
-                std::fill(p.C + long(i) * p.ldc, p.C + long(i) * p.ldc + p.N, std::numeric_limits<float>::quiet_NaN());
-          }
-          for (size_t e = 0; e < picks.size(); ++e) {
-            Prob p = attn_prob(s, abufs, picks[e].first, picks[e].second);
-            for (int i = 0; i < p.M; ++i)
-              for (int j = 0; j < p.N; ++j) c0[e].push_back(p.C[long(i) * p.ldc + j]);
-          }
-          if (av.batched)
-            av.batch(s, abufs, threads);
-          else
-            attn_per_call(av.one, s, abufs, threads);
-          for (size_t e = 0; e < picks.size(); ++e) {
-            Prob p = attn_prob(s, abufs, picks[e].first, picks[e].second);
-            std::vector<std::pair<int, int>> ij;
-            for (int i = 0; i < p.M; ++i)
-              for (int j = 0; j < p.N; ++j) ij.emplace_back(i, j);
-            r.merge(check_elements(p, ij, c0[e]));
-          }
-          // No NaN left anywhere (every head written).
-          for (int bh = 0; bh < kB * kH && s.beta == 0.f; ++bh) {
-            Prob p = attn_prob(s, abufs, bh / kH, bh % kH);
-            for (int i = 0; i < p.M; ++i)
-              for (int j = 0; j < p.N; ++j)
-                if (!std::isfinite(p.C[long(i) * p.ldc + j])) r.nan = true;
-          }
-          // Restore finite values for the timing.
-          for (int i = 0; i < 5; ++i)
-            if (i == s.c_buf) fill_uniform(abufs[i], abuf_n[i], 200 + i);
-          ++cases;
-        }
-        std::string note = "  (attention, all 7 shapes, 24 heads in full, no head left unwritten)";
-#ifdef LIERE_BENCH_HAVE_XSMM
-        if (av.lib == "libxsmm")
-          note += ", " + std::to_string(g_xsmm_transposed.load() - tr0) + " calls with B transposed first, " +
-                  std::to_string(g_xsmm_fallback.load() - fb0) + " Eigen fall-backs";
-#endif
-        report_check(std::string("attn:") + av.name, "attn", r, cases, note);
-      }
-#ifdef LIERE_BENCH_HAVE_XSMM
-      if (L.xsmm)
-        std::printf(
-            "# libxsmm per-call wrapper so far: %ld JIT-kernel calls (%ld with B transposed first), %ld "
-            "Eigen fall-backs (alpha != 1 or beta not in {0, 1})\n",
-            g_xsmm_jit.load(), g_xsmm_transposed.load(), g_xsmm_fallback.load());
-#endif
-      // beta = 1 shapes accumulated during the checks: refill.
-      for (size_t i = 0; i < shapes.size(); ++i)
-        fill_uniform(data[i].c.get(), size_t(shapes[i].M) * shapes[i].N, 13 + 3 * i);
-    }
+// A big-product variant: the unit cases, then the benchmarked shapes (sampled elements).
+void check_variant(const Variant& v, int threads, const Workload& w, CheckReport& report) {
+  v.pin(threads);
+  CheckResult r;
+  int cases = 0;
+  unit_cases([&](const Prob& p) { v.run(p, threads); }, r, cases);
+  std::string note = "  (odd sizes, padded ld, 4 transposes x 3 alpha/beta)";
+  const bool known = v.name == "libxsmm" && !r.pass();
+  if (known)
+    note +=
+        " -- libxsmm_sgemm_omp (1.17) sends edge tiles of some sizes to the BLAS fall-back, which is "
+        "libxsmmnoblas here: it needs a BLAS linked behind it";
+  report(v.name, "unit", r, cases, note, known);
+  CheckResult rs;
+  int scases = 0;
+  for (size_t i = 0; i < w.shapes.size(); ++i) {
+    rs.merge(check_product([&](const Prob& p) { v.run(p, threads); }, w.prob(i), 4096, 600, 1000 + i));
+    ++scases;
+  }
+  if (scases) report(v.name, "shapes", rs, scases, "  (benchmark shapes, sampled)");
+}
 
+// An attention variant, per-call or batched, on every head of the real buffers; 24 (b, h) checked in full.
+void check_attn_variant(const AttnVariant& av, int threads, Workload& w, CheckReport& report) {
+  float* const* abufs = w.abufs;
+  CheckResult r;
+  int cases = 0;
 #ifdef LIERE_BENCH_HAVE_XSMM
-    g_xsmm_count = false;
+  const long fb0 = g_xsmm_fallback.load(), tr0 = g_xsmm_transposed.load();
 #endif
-    // ---- warm-up (the checks did it already): every variant on every shape once (JIT, page faults) ----
-    for (const auto& v : variants) {
-      if (opt.check) break;
-      v.pin(threads);
-      for (size_t i = 0; i < shapes.size(); ++i) v.run(prob(i), threads);
+  omp_set_num_threads(threads);
+  for (const auto& s : w.ashapes) {
+    std::vector<std::pair<int, int>> picks;
+    for (int e = 0; e < 24; ++e) picks.emplace_back((e * 37) % kB, e % kH);
+    picks.back() = {kB - 1, kH - 1};
+    // Save C₀ of the checked heads (β = 1) or poison C (β = 0: everything must be overwritten).
+    std::vector<std::vector<float>> c0(picks.size());
+    for (int bh = 0; bh < kB * kH; ++bh) {
+      Prob p = attn_prob(s, abufs, bh / kH, bh % kH);
+      if (s.beta == 0.f)
+        for (int i = 0; i < p.M; ++i)
+          std::fill(p.C + long(i) * p.ldc, p.C + long(i) * p.ldc + p.N, std::numeric_limits<float>::quiet_NaN());
     }
-    omp_set_num_threads(threads);
-    for (const auto& av : attn_variants)
-      for (const auto& s : ashapes) {
-        if (opt.check) break;
-        if (av.batched)
-          av.batch(s, abufs, threads);
-        else
-          attn_per_call(av.one, s, abufs, threads);
-      }
-
-    // ---- interleaved rounds ----
-    const double min_s = opt.min_ms * 1e-3;
-    std::map<std::pair<std::string, std::string>, Series> res;  // (group/shape, variant) → series
-    struct Sample {
-      double sec = 0, cpu = 0;  // per call: wall seconds, process CPU seconds
-      long n = 0;
-    };
-    auto cpu_now = [] {
-      timespec ts{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-      return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-    };
-    auto sample = [&](const std::function<void()>& f) {
-      Sample smp;
-      const double c0 = cpu_now();
-      const auto t0 = Clock::now();
-      double t = 0;
-      do {
-        f();
-        ++smp.n;
-        t = seconds_since(t0);
-      } while (t < min_s);
-      smp.cpu = (cpu_now() - c0) / double(smp.n);
-      smp.sec = t / double(smp.n);
-      return smp;
-    };
-    auto record = [&](const std::string& key, const std::string& name, double flops, const Sample& smp,
-                      std::map<std::string, double>& g) {
-      g[name] = flops / smp.sec * 1e-9;
-      auto& ser = res[{key, name}];
-      ser.gflops.push_back(g[name]);
-      ser.gflops_cpu.push_back(flops / smp.cpu * 1e-9 * threads);
-      ser.share.push_back(smp.cpu / (smp.sec * threads));
-      ser.calls = smp.n;
-    };
-    const auto t_start = Clock::now();
-    for (int r = 0; r < opt.rounds; ++r) {
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        const Shape& s = shapes[i];
-        const Prob p = prob(i);
-        const std::string key = s.group + "/" + s.name;
-        std::map<std::string, double> g;
-        for (size_t k = 0; k < variants.size(); ++k) {
-          const Variant& v = variants[(k + r) % variants.size()];
-          v.pin(threads);
-          record(key, v.name, s.flops(), sample([&] { v.run(p, threads); }), g);
-          if (v.settle && threads > 1 && opt.settle_ms > 0)
-            std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms));
-        }
-        for (const auto& [name, gf] : g)
-          if (g.count("eigen")) res[{key, name}].ratio.push_back(gf / g["eigen"]);
-      }
-      omp_set_num_threads(threads);
-      for (const auto& s : ashapes) {
-        const std::string key = "attn/" + s.name;
-        std::map<std::string, double> g;
-        for (size_t k = 0; k < attn_variants.size(); ++k) {
-          const AttnVariant& av = attn_variants[(k + r) % attn_variants.size()];
-          record(key, av.name, s.flops(), sample([&] {
-                   if (av.batched)
-                     av.batch(s, abufs, threads);
-                   else
-                     attn_per_call(av.one, s, abufs, threads);
-                 }),
-                 g);
-        }
-        for (const auto& [name, gf] : g)
-          if (g.count("eigen")) res[{key, name}].ratio.push_back(gf / g["eigen"]);
-      }
-      double la = 0;
-      if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-        if (std::fscanf(f, "%lf", &la) != 1) la = 0;
-        std::fclose(f);
-      }
-      std::fprintf(stderr, "# %d thread(s): round %d/%d done, %.0f s, load average %.2f\n", threads, r + 1, opt.rounds,
-                   seconds_since(t_start), la);
+    for (size_t e = 0; e < picks.size(); ++e) {
+      Prob p = attn_prob(s, abufs, picks[e].first, picks[e].second);
+      for (int i = 0; i < p.M; ++i)
+        for (int j = 0; j < p.N; ++j) c0[e].push_back(p.C[long(i) * p.ldc + j]);
     }
-#ifdef LIERE_BENCH_HAVE_DNNL
-    // The oneDNN implementation chosen per shape.
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const auto& e = dnnl_matmul_entry(matmul_spec_2d(prob(i), threads));
-      if (res.count({shapes[i].group + "/" + shapes[i].name, "dnnl-matmul"}))
-        res[{shapes[i].group + "/" + shapes[i].name, "dnnl-matmul"}].impl = e.impl;
+    run_attn(av, s, abufs, threads);
+    for (size_t e = 0; e < picks.size(); ++e) {
+      Prob p = attn_prob(s, abufs, picks[e].first, picks[e].second);
+      std::vector<std::pair<int, int>> ij;
+      for (int i = 0; i < p.M; ++i)
+        for (int j = 0; j < p.N; ++j) ij.emplace_back(i, j);
+      r.merge(check_elements(p, ij, c0[e]));
     }
-    for (const auto& s : ashapes) {
-      MatmulSpec m;
-      m.b0 = kB, m.b1 = kH, m.M = s.M, m.N = s.N, m.K = s.K, m.beta = s.beta, m.threads = threads;
-      m.sa = {s.a_sb, s.a_sh, s.ta ? 1 : s.lda, s.ta ? s.lda : 1};
-      m.sb = {s.b_sb, s.b_sh, s.tb ? 1 : s.ldb, s.tb ? s.ldb : 1};
-      m.sc = {s.c_sb, s.c_sh, s.ldc, 1};
-      if (res.count({"attn/" + s.name, "dnnl-matmul-batch"}))
-        res[{"attn/" + s.name, "dnnl-matmul-batch"}].impl = dnnl_matmul_entry(m).impl;
-      Prob p = attn_prob(s, abufs, 0, 0);
-      if (res.count({"attn/" + s.name, "dnnl-matmul"}))
-        res[{"attn/" + s.name, "dnnl-matmul"}].impl = dnnl_matmul_entry(matmul_spec_2d(p, 1)).impl;
+    // No NaN left anywhere (every head written).
+    for (int bh = 0; bh < kB * kH && s.beta == 0.f; ++bh) {
+      Prob p = attn_prob(s, abufs, bh / kH, bh % kH);
+      for (int i = 0; i < p.M; ++i)
+        for (int j = 0; j < p.N; ++j)
+          if (!std::isfinite(p.C[long(i) * p.ldc + j])) r.nan = true;
     }
+    // Restore finite values for the timing.
+    for (int i = 0; i < 5; ++i)
+      if (i == s.c_buf) fill_uniform(abufs[i], w.abuf_n[i], 200 + i);
+    ++cases;
+  }
+  std::string note = "  (attention, all 7 shapes, 24 heads in full, no head left unwritten)";
+#ifdef LIERE_BENCH_HAVE_XSMM
+  if (av.lib == "libxsmm")
+    note += ", " + std::to_string(g_xsmm_transposed.load() - tr0) + " calls with B transposed first, " +
+            std::to_string(g_xsmm_fallback.load() - fb0) + " Eigen fall-backs";
 #endif
+  report(std::string("attn:") + av.name, "attn", r, cases, note);
+}
 
-    // ---- report ----
-    std::vector<std::string> vnames;
-    for (const auto& v : variants) vnames.push_back(v.name);
-    std::vector<std::string> anames;
-    for (const auto& v : attn_variants) anames.push_back(v.name);
-    auto table = [&](const std::string& group, const std::vector<std::string>& rows,
-                     const std::vector<std::string>& cols, const std::function<std::string(const std::string&)>& dims) {
-      std::printf("\n# %s, %d thread(s): median GFLOP/s over %d rounds (median per-round ratio to eigen)\n",
-                  group.c_str(), threads, opt.rounds);
-      std::printf("%-12s %-16s", "shape", "MxNxK");
-      for (const auto& c : cols) std::printf(" %17s", c.c_str());
-      std::printf("\n");
-      for (const auto& row : rows) {
-        std::printf("%-12s %-16s", row.c_str(), dims(row).c_str());
-        for (const auto& c : cols) {
-          auto it = res.find({group + "/" + row, c});
-          if (it == res.end()) {
-            std::printf(" %17s", "-");
-            continue;
-          }
-          char cell[64];
-          std::snprintf(cell, sizeof cell, "%.1f (%.2f)", median(it->second.gflops), median(it->second.ratio));
-          std::printf(" %17s", cell);
-        }
-        std::printf("\n");
-      }
-    };
-    for (const std::string group : {"vit-tiny", "vit-b"}) {
-      std::vector<std::string> rows;
-      for (const auto& s : shapes)
-        if (s.group == group) rows.push_back(s.name);
-      if (rows.empty()) continue;
-      table(group, rows, vnames, [&](const std::string& row) {
-        for (const auto& s : shapes)
-          if (s.group == group && s.name == row)
-            return std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) + (s.ta ? " T" : " N") +
-                   (s.tb ? "T" : "N");
-        return std::string();
-      });
-    }
-    if (!ashapes.empty()) {
-      std::vector<std::string> rows;
-      for (const auto& s : ashapes) rows.push_back(s.name);
-      table("attn", rows, anames, [&](const std::string& row) {
-        for (const auto& s : ashapes)
-          if (s.name == row)
-            return std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) + (s.ta ? " T" : " N") +
-                   (s.tb ? "T" : "N");
-        return std::string();
-      });
-    }
-    // Whole-workload totals: time of all shapes of a group (flop-weighted), per variant.
+// Every variant against the double reference; false when a check failed (not a known one).
+bool check_all(int threads, const std::vector<Variant>& variants, const std::vector<AttnVariant>& attn_variants,
+               Workload& w, const Libs& L, const JsonOut& json) {
+  std::printf("\n# correctness vs double reference: max error in units of u*(|a|S|a||b|+|b||c0|), bound K+2\n");
+  std::printf("%-20s %8s %10s %12s %12s  %s\n", "variant", "cases", "elements", "max units", "max rel", "result");
+  CheckReport report{threads, json};
+  for (const auto& v : variants) check_variant(v, threads, w, report);
+  if (w.attn)
+    for (const auto& av : attn_variants) check_attn_variant(av, threads, w, report);
+#ifdef LIERE_BENCH_HAVE_XSMM
+  if (L.xsmm)
     std::printf(
-        "\n# totals, %d thread(s): all shapes of a group (not the probe), summed time -> GFLOP/s (ratio to eigen)\n",
-        threads);
-    for (const std::string group : {"vit-tiny", "attn", "vit-b"}) {
-      std::map<std::string, std::pair<double, double>> tot;  // variant → (flops, seconds)
-      std::map<std::string, double> tot_cpu;                 // variant → CPU seconds / threads
-      for (const auto& [key, ser] : res) {
-        if (key.first.rfind(group + "/", 0) != 0) continue;
-        if (key.first == "attn/S=Q(K^T)") continue;  // the probe shape: not a product liere runs
-        double flops = 0;
-        for (const auto& s : shapes)
-          if (s.group + "/" + s.name == key.first) flops = s.flops();
-        for (const auto& s : ashapes)
-          if ("attn/" + s.name == key.first) flops = s.flops();
-        tot[key.second].first += flops;
-        tot[key.second].second += flops / (median(ser.gflops) * 1e9);
-        tot_cpu[key.second] += flops / (median(ser.gflops_cpu) * 1e9);
-      }
-      if (tot.empty()) continue;
-      std::printf("%-10s", group.c_str());
-      const double e = tot.count("eigen") ? tot["eigen"].first / tot["eigen"].second : 0;
-      for (const auto& [name, ft] : tot)
-        std::printf("  %s %.1f (%.2f)", name.c_str(), ft.first / ft.second * 1e-9,
-                    e > 0 ? ft.first / ft.second / e : 0);
-      std::printf("\n");
-      for (const auto& [name, ft] : tot)
-        json.write(Json()
-                       .add("kind", "total")
-                       .add("group", group)
-                       .add("variant", name)
-                       .add("threads", threads)
-                       .add("gflops", ft.first / ft.second * 1e-9)
-                       .add("ratio_eigen", e > 0 ? ft.first / ft.second / e : 0)
-                       .add("gflops_cpu", ft.first / tot_cpu[name] * 1e-9));
-    }
-    for (const auto& [key, ser] : res) {
-      const std::string group = key.first.substr(0, key.first.find('/'));
-      const std::string shape = key.first.substr(key.first.find('/') + 1);
-      int M = 0, N = 0, K = 0;
-      std::string tr;
-      for (const auto& s : shapes)
-        if (s.group + "/" + s.name == key.first)
-          M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
-      for (const auto& s : ashapes)
-        if ("attn/" + s.name == key.first)
-          M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
-      std::string lib = key.second.substr(0, key.second.find_first_of("-/"));
-      json.write(Json()
-                     .add("kind", "result")
-                     .add("group", group)
-                     .add("shape", shape)
-                     .add("M", M)
-                     .add("N", N)
-                     .add("K", K)
-                     .add("trans", tr)
-                     .add("variant", key.second)
-                     .add("lib", lib)
-                     .add("threads", threads)
-                     .add("rounds", double(ser.gflops.size()))
-                     .add("calls_per_sample", double(ser.calls))
-                     .add("gflops_median", median(ser.gflops))
-                     .add("gflops_min", *std::min_element(ser.gflops.begin(), ser.gflops.end()))
-                     .add("gflops_max", *std::max_element(ser.gflops.begin(), ser.gflops.end()))
-                     .add("ratio_eigen_median", median(ser.ratio))
-                     .add("gflops_cpu_median", median(ser.gflops_cpu))
-                     .add("cpu_share_median", median(ser.share))
-                     .add("impl", ser.impl)
-                     .add("peak_gflops", mach.peak_gflops * threads / std::max(1, mach.cores)));
-    }
-#ifdef LIERE_BENCH_HAVE_DNNL
-    std::printf("\n# oneDNN matmul implementations:");
-    std::map<std::string, int> impls;
-    for (const auto& [key, ser] : res)
-      if (!ser.impl.empty()) impls[key.second + " " + ser.impl]++;
-    for (const auto& [k, n] : impls) std::printf(" [%s x%d]", k.c_str(), n);
-    std::printf("\n");
+        "# libxsmm per-call wrapper so far: %ld JIT-kernel calls (%ld with B transposed first), %ld "
+        "Eigen fall-backs (alpha != 1 or beta not in {0, 1})\n",
+        g_xsmm_jit.load(), g_xsmm_transposed.load(), g_xsmm_fallback.load());
 #endif
+  (void)L;
+  // beta = 1 shapes accumulated during the checks: refill.
+  for (size_t i = 0; i < w.shapes.size(); ++i) w.fill_c(i);
+  return report.all_pass;
+}
+
+// Every variant on every shape once (JIT, page faults): what the checks do otherwise.
+void warm_up(int threads, const std::vector<Variant>& variants, const std::vector<AttnVariant>& attn_variants,
+             Workload& w) {
+  for (const auto& v : variants) {
+    v.pin(threads);
+    for (size_t i = 0; i < w.shapes.size(); ++i) v.run(w.prob(i), threads);
   }
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load[0]) == 1) std::printf("\n# load average at the end %.2f\n", load[0]);
-    std::fclose(f);
+  omp_set_num_threads(threads);
+  for (const auto& av : attn_variants)
+    for (const auto& s : w.ashapes) run_attn(av, s, w.abufs, threads);
+}
+
+// ============================================================================================================
+// Interleaved rounds at one thread count
+// ============================================================================================================
+using Results = std::map<std::pair<std::string, std::string>, Series>;  // (group/shape, variant) → series
+
+struct Sample {
+  double sec = 0, cpu = 0;  // per call: wall seconds, process CPU seconds
+  long n = 0;
+};
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+// Calls f until min_s seconds have passed (at least once).
+Sample sample(const std::function<void()>& f, double min_s) {
+  Sample smp;
+  const double c0 = process_cpu_s();
+  const auto t0 = Clock::now();
+  double t = 0;
+  do {
+    f();
+    ++smp.n;
+    t = seconds_since(t0);
+  } while (t < min_s);
+  smp.cpu = (process_cpu_s() - c0) / double(smp.n);
+  smp.sec = t / double(smp.n);
+  return smp;
+}
+
+// Round r runs, for each shape, every variant once (order rotated by r), so load from other processes hits all of
+// them alike; each round's ratio to eigen is measured side by side.
+Results time_rounds(int threads, const Options& opt, const std::vector<Variant>& variants,
+                    const std::vector<AttnVariant>& attn_variants, Workload& w) {
+  const double min_s = opt.min_ms * 1e-3;
+  Results res;
+  auto record = [&](const std::string& key, const std::string& name, double flops, const Sample& smp,
+                    std::map<std::string, double>& g) {
+    g[name] = flops / smp.sec * 1e-9;
+    auto& ser = res[{key, name}];
+    ser.gflops.push_back(g[name]);
+    ser.gflops_cpu.push_back(flops / smp.cpu * 1e-9 * threads);
+    ser.share.push_back(smp.cpu / (smp.sec * threads));
+    ser.calls = smp.n;
+  };
+  auto ratios = [&](const std::string& key, std::map<std::string, double>& g) {
+    for (const auto& [name, gf] : g)
+      if (g.count("eigen")) res[{key, name}].ratio.push_back(gf / g["eigen"]);
+  };
+  const auto t_start = Clock::now();
+  for (int r = 0; r < opt.rounds; ++r) {
+    for (size_t i = 0; i < w.shapes.size(); ++i) {
+      const Shape& s = w.shapes[i];
+      const Prob p = w.prob(i);
+      const std::string key = s.group + "/" + s.name;
+      std::map<std::string, double> g;
+      for (size_t k = 0; k < variants.size(); ++k) {
+        const Variant& v = variants[(k + r) % variants.size()];
+        v.pin(threads);
+        record(key, v.name, s.flops(), sample([&] { v.run(p, threads); }, min_s), g);
+        if (v.settle && threads > 1 && opt.settle_ms > 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms));
+      }
+      ratios(key, g);
+    }
+    omp_set_num_threads(threads);
+    for (const auto& s : w.ashapes) {
+      const std::string key = "attn/" + s.name;
+      std::map<std::string, double> g;
+      for (size_t k = 0; k < attn_variants.size(); ++k) {
+        const AttnVariant& av = attn_variants[(k + r) % attn_variants.size()];
+        record(key, av.name, s.flops(), sample([&] { run_attn(av, s, w.abufs, threads); }, min_s), g);
+      }
+      ratios(key, g);
+    }
+    double la = 0;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &la) != 1) la = 0;
+      std::fclose(f);
+    }
+    std::fprintf(stderr, "# %d thread(s): round %d/%d done, %.0f s, load average %.2f\n", threads, r + 1, opt.rounds,
+                 seconds_since(t_start), la);
   }
-  if (!all_pass) std::printf("# SOME CORRECTNESS CHECKS FAILED\n");
-  return all_pass ? 0 : 1;
+  return res;
+}
+
+#ifdef LIERE_BENCH_HAVE_DNNL
+// The oneDNN implementation chosen per shape.
+void record_dnnl_impls(Results& res, int threads, const Workload& w) {
+  const auto& shapes = w.shapes;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto& e = dnnl_matmul_entry(matmul_spec_2d(w.prob(i), threads));
+    if (res.count({shapes[i].group + "/" + shapes[i].name, "dnnl-matmul"}))
+      res[{shapes[i].group + "/" + shapes[i].name, "dnnl-matmul"}].impl = e.impl;
+  }
+  for (const auto& s : w.ashapes) {
+    MatmulSpec m;
+    m.b0 = kB, m.b1 = kH, m.M = s.M, m.N = s.N, m.K = s.K, m.beta = s.beta, m.threads = threads;
+    m.sa = {s.a_sb, s.a_sh, s.ta ? 1 : s.lda, s.ta ? s.lda : 1};
+    m.sb = {s.b_sb, s.b_sh, s.tb ? 1 : s.ldb, s.tb ? s.ldb : 1};
+    m.sc = {s.c_sb, s.c_sh, s.ldc, 1};
+    if (res.count({"attn/" + s.name, "dnnl-matmul-batch"}))
+      res[{"attn/" + s.name, "dnnl-matmul-batch"}].impl = dnnl_matmul_entry(m).impl;
+    Prob p = attn_prob(s, w.abufs, 0, 0);
+    if (res.count({"attn/" + s.name, "dnnl-matmul"}))
+      res[{"attn/" + s.name, "dnnl-matmul"}].impl = dnnl_matmul_entry(matmul_spec_2d(p, 1)).impl;
+  }
+}
+#endif
+
+// ============================================================================================================
+// Report of one thread count
+// ============================================================================================================
+// "MxNxK NT"
+std::string dims_text(int M, int N, int K, bool ta, bool tb) {
+  return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + (ta ? " T" : " N") + (tb ? "T" : "N");
+}
+
+// One group's table: a row per shape (rows, their MxNxK in dims), a column per variant (cols).
+void print_table(const Results& res, const std::string& group, int threads, int rounds,
+                 const std::vector<std::string>& rows, const std::vector<std::string>& dims,
+                 const std::vector<std::string>& cols) {
+  std::printf("\n# %s, %d thread(s): median GFLOP/s over %d rounds (median per-round ratio to eigen)\n", group.c_str(),
+              threads, rounds);
+  std::printf("%-12s %-16s", "shape", "MxNxK");
+  for (const auto& c : cols) std::printf(" %17s", c.c_str());
+  std::printf("\n");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::printf("%-12s %-16s", rows[r].c_str(), dims[r].c_str());
+    for (const auto& c : cols) {
+      auto it = res.find({group + "/" + rows[r], c});
+      if (it == res.end()) {
+        std::printf(" %17s", "-");
+        continue;
+      }
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "%.1f (%.2f)", median(it->second.gflops), median(it->second.ratio));
+      std::printf(" %17s", cell);
+    }
+    std::printf("\n");
+  }
+}
+
+void print_tables(const Results& res, int threads, int rounds, const std::vector<Variant>& variants,
+                  const std::vector<AttnVariant>& attn_variants, const Workload& w) {
+  std::vector<std::string> vnames;
+  for (const auto& v : variants) vnames.push_back(v.name);
+  std::vector<std::string> anames;
+  for (const auto& v : attn_variants) anames.push_back(v.name);
+  for (const std::string group : {"vit-tiny", "vit-b"}) {
+    std::vector<std::string> rows, dims;
+    for (const auto& s : w.shapes)
+      if (s.group == group) rows.push_back(s.name), dims.push_back(dims_text(s.M, s.N, s.K, s.ta, s.tb));
+    if (!rows.empty()) print_table(res, group, threads, rounds, rows, dims, vnames);
+  }
+  if (!w.ashapes.empty()) {
+    std::vector<std::string> rows, dims;
+    for (const auto& s : w.ashapes) rows.push_back(s.name), dims.push_back(dims_text(s.M, s.N, s.K, s.ta, s.tb));
+    print_table(res, "attn", threads, rounds, rows, dims, anames);
+  }
+}
+
+// Whole-workload totals: time of all shapes of a group (flop-weighted), per variant.
+void print_totals(const Results& res, int threads, const Workload& w, const JsonOut& json) {
+  std::printf(
+      "\n# totals, %d thread(s): all shapes of a group (not the probe), summed time -> GFLOP/s (ratio to eigen)\n",
+      threads);
+  for (const std::string group : {"vit-tiny", "attn", "vit-b"}) {
+    std::map<std::string, std::pair<double, double>> tot;  // variant → (flops, seconds)
+    std::map<std::string, double> tot_cpu;                 // variant → CPU seconds / threads
+    for (const auto& [key, ser] : res) {
+      if (key.first.rfind(group + "/", 0) != 0) continue;
+      if (key.first == "attn/S=Q(K^T)") continue;  // the probe shape: not a product liere runs
+      double flops = 0;
+      for (const auto& s : w.shapes)
+        if (s.group + "/" + s.name == key.first) flops = s.flops();
+      for (const auto& s : w.ashapes)
+        if ("attn/" + s.name == key.first) flops = s.flops();
+      tot[key.second].first += flops;
+      tot[key.second].second += flops / (median(ser.gflops) * 1e9);
+      tot_cpu[key.second] += flops / (median(ser.gflops_cpu) * 1e9);
+    }
+    if (tot.empty()) continue;
+    std::printf("%-10s", group.c_str());
+    const double e = tot.count("eigen") ? tot["eigen"].first / tot["eigen"].second : 0;
+    for (const auto& [name, ft] : tot)
+      std::printf("  %s %.1f (%.2f)", name.c_str(), ft.first / ft.second * 1e-9, e > 0 ? ft.first / ft.second / e : 0);
+    std::printf("\n");
+    for (const auto& [name, ft] : tot)
+      json.write(Json()
+                     .add("kind", "total")
+                     .add("group", group)
+                     .add("variant", name)
+                     .add("threads", threads)
+                     .add("gflops", ft.first / ft.second * 1e-9)
+                     .add("ratio_eigen", e > 0 ? ft.first / ft.second / e : 0)
+                     .add("gflops_cpu", ft.first / tot_cpu[name] * 1e-9));
+  }
+}
+
+// One JSON line per (shape, variant).
+void write_results(const Results& res, int threads, const Workload& w, const Machine& mach, const JsonOut& json) {
+  for (const auto& [key, ser] : res) {
+    const std::string group = key.first.substr(0, key.first.find('/'));
+    const std::string shape = key.first.substr(key.first.find('/') + 1);
+    int M = 0, N = 0, K = 0;
+    std::string tr;
+    for (const auto& s : w.shapes)
+      if (s.group + "/" + s.name == key.first)
+        M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+    for (const auto& s : w.ashapes)
+      if ("attn/" + s.name == key.first)
+        M = s.M, N = s.N, K = s.K, tr = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+    std::string lib = key.second.substr(0, key.second.find_first_of("-/"));
+    json.write(Json()
+                   .add("kind", "result")
+                   .add("group", group)
+                   .add("shape", shape)
+                   .add("M", M)
+                   .add("N", N)
+                   .add("K", K)
+                   .add("trans", tr)
+                   .add("variant", key.second)
+                   .add("lib", lib)
+                   .add("threads", threads)
+                   .add("rounds", double(ser.gflops.size()))
+                   .add("calls_per_sample", double(ser.calls))
+                   .add("gflops_median", median(ser.gflops))
+                   .add("gflops_min", *std::min_element(ser.gflops.begin(), ser.gflops.end()))
+                   .add("gflops_max", *std::max_element(ser.gflops.begin(), ser.gflops.end()))
+                   .add("ratio_eigen_median", median(ser.ratio))
+                   .add("gflops_cpu_median", median(ser.gflops_cpu))
+                   .add("cpu_share_median", median(ser.share))
+                   .add("impl", ser.impl)
+                   .add("peak_gflops", mach.peak_gflops * threads / std::max(1, mach.cores)));
+  }
+#ifdef LIERE_BENCH_HAVE_DNNL
+  std::printf("\n# oneDNN matmul implementations:");
+  std::map<std::string, int> impls;
+  for (const auto& [key, ser] : res)
+    if (!ser.impl.empty()) impls[key.second + " " + ser.impl]++;
+  for (const auto& [k, n] : impls) std::printf(" [%s x%d]", k.c_str(), n);
+  std::printf("\n");
+#endif
+}
+
+// ============================================================================================================
+// One thread count: checks, interleaved rounds, report
+// ============================================================================================================
+template <class V>
+void drop_skipped(std::vector<V>& v, const std::vector<std::string>& skip, const std::string& prefix) {
+  v.erase(
+      std::remove_if(v.begin(), v.end(),
+                     [&](const V& x) { return std::find(skip.begin(), skip.end(), prefix + x.name) != skip.end(); }),
+      v.end());
+}
+
+// False when a correctness check failed.
+bool run_threads(int threads, const Options& opt, Libs& L, Workload& w, const std::vector<AttnVariant>& attn_variants,
+                 const Machine& mach, const JsonOut& json) {
+  omp_set_num_threads(threads);
+  auto variants = make_variants(L, threads, opt.libs);
+  drop_skipped(variants, opt.skip, "");
+  std::printf("\n================ %d thread%s ================\n", threads, threads > 1 ? "s" : "");
+#ifdef LIERE_BENCH_HAVE_XSMM
+  g_xsmm_count = true;
+#endif
+  const bool pass = opt.check ? check_all(threads, variants, attn_variants, w, L, json) : true;
+#ifdef LIERE_BENCH_HAVE_XSMM
+  g_xsmm_count = false;
+#endif
+  if (!opt.check) warm_up(threads, variants, attn_variants, w);  // (the checks did it already)
+  omp_set_num_threads(threads);
+  Results res = time_rounds(threads, opt, variants, attn_variants, w);
+#ifdef LIERE_BENCH_HAVE_DNNL
+  record_dnnl_impls(res, threads, w);
+#endif
+  print_tables(res, threads, opt.rounds, variants, attn_variants, w);
+  print_totals(res, threads, w, json);
+  write_results(res, threads, w, mach, json);
+  return pass;
+}
+
+}  // namespace
+
+// ============================================================================================================
+int main(int argc, char** argv) {
+  return app::run_main("bench_gemm", [&] {
+    Options opt;
+    if (!parse_flags(argc, argv, opt)) return 0;
+    const std::string run_id = run_id_now();
+    const JsonOut json{opt.json, run_id};
+    const Machine mach = measure_machine();
+    report_machine(mach, run_id, json);
+    Libs L;
+    load_libs(L, opt, mach);
+    report_libs(L, json);
+    report_latency(L, opt.threads.front(), json);  // before anything else touches the libraries
+    Workload w(opt);
+    auto attn_variants = make_attn_variants(L, opt.libs);
+    drop_skipped(attn_variants, opt.skip, "attn:");
+    bool all_pass = true;
+    for (const int threads : opt.threads)
+      if (!run_threads(threads, opt, L, w, attn_variants, mach, json)) all_pass = false;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      double load = 0;
+      if (std::fscanf(f, "%lf", &load) == 1) std::printf("\n# load average at the end %.2f\n", load);
+      std::fclose(f);
+    }
+    if (!all_pass) std::printf("# SOME CORRECTNESS CHECKS FAILED\n");
+    return all_pass ? 0 : 1;
+  });
 }
