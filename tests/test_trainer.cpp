@@ -323,6 +323,10 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_AS(parse({"--bogus", "1"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--bogus", "1"}), Catch::Contains("unknown option --bogus"));
   CHECK_THROWS_WITH(parse({"--epochs", "x"}), Catch::Contains("expected an integer"));
+  // The whole text: the value, what was expected, and no source location of liere's code in front of it.
+  CHECK_THROWS_WITH(parse({"--epochs", "x"}), Catch::Equals("--epochs x: expected an integer, got 'x'"));
+  CHECK_THROWS_WITH(parse({"--pe", "liere", "--block", "7"}),
+                    Catch::StartsWith("--block 7 is not supported; supported block sizes: 2, 3, 4, 8"));
   CHECK_THROWS_WITH(parse({"--epochs"}), Catch::Contains("--epochs needs a value"));
   CHECK_THROWS_WITH(parse({"--block"}), Catch::Contains("--block needs a value"));
   CHECK_THROWS_WITH(parse({"--bogus"}), Catch::Contains("unknown option --bogus"));
