@@ -32,6 +32,9 @@ void launched(const char* kernel, const char* file, int line);
 // The cuBLAS handle of this process (created on first use, in the math mode of tf32()).
 cublasHandle_t blas();
 
+// Whether p is a multiple of `bytes` (float4 loads: 16; a pack's four 16-bit values: 8).
+inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
 inline constexpr int kThreads = 256;
 inline unsigned blocks_for(Index n, int threads = kThreads) {
   const Index b = (n + threads - 1) / threads;

@@ -92,8 +92,6 @@ __global__ void k_colsum_finish(const float* part, Index nch, Index C, float* ou
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 std::atomic<bool> g_flat_kernels{[] {
   const char* v = std::getenv("LIERE_CUDA_FLAT_KERNELS");
   return v && std::strcmp(v, "1") == 0;
@@ -218,7 +216,7 @@ __global__ void k_layernorm_dx(const float* x, const float* g, const float* mean
 bool rows_float4(Index C, std::initializer_list<const float*> ps) {
   if (C % 4 != 0) return false;
   for (const float* p : ps)
-    if (!aligned16(p)) return false;
+    if (!aligned(p, 16)) return false;
   return true;
 }
 // dγ, dβ: the chunk sums (kernels::layernorm_params_chunk), one thread per (chunk, column), then one warp per column
@@ -283,11 +281,11 @@ void set_flat_kernels(bool on) { g_flat_kernels = on; }
 bool flat_kernels_on() { return g_flat_kernels; }
 
 void Ops::gelu_forward(const float* x, float* y, Index n) {
-  const bool quads = g_flat_kernels && aligned16(x) && aligned16(y);
+  const bool quads = g_flat_kernels && aligned(x, 16) && aligned(y, 16);
   LIERE_CUDA_LAUNCH(k_gelu, quads ? (n + 3) / 4 : n, x, y, n, quads);
 }
 void Ops::gelu_backward(const float* x, const float* dy, float* dx, Index n, bool overwrite) {
-  const bool quads = g_flat_kernels && aligned16(x) && aligned16(dy) && aligned16(dx);
+  const bool quads = g_flat_kernels && aligned(x, 16) && aligned(dy, 16) && aligned(dx, 16);
   LIERE_CUDA_LAUNCH(k_gelu_backward, quads ? (n + 3) / 4 : n, x, dy, dx, n, overwrite, quads);
 }
 void Ops::dropout_forward(const float* x, double p, std::uint64_t key, float* y, std::uint8_t* mask, Index n) {

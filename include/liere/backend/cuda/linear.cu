@@ -73,6 +73,15 @@ namespace {
 // at a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
 // element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
 // 2026-11-26 evening), each warp waiting on one load after another along its row.
+// One value, and four in memory order (one 8-byte store), rounded to bf16 (Half: fp16) bits.
+template <bool Half>
+__device__ inline std::uint16_t round16(float v) {
+  return Half ? kernels::to_fp16(v).bits : kernels::to_bf16(v).bits;
+}
+template <bool Half>
+__device__ inline std::uint64_t round16x4(float4 v) {
+  return Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
+}
 template <bool Half>
 __global__ void k_round_16(const float* __restrict__ src, std::uint16_t* __restrict__ dst, Index rows, Index cols,
                            Index ld, Index stride, Index dst_ld, Index nrows, bool quads) {
@@ -86,13 +95,10 @@ __global__ void k_round_16(const float* __restrict__ src, std::uint16_t* __restr
       const auto* s4 = reinterpret_cast<const float4*>(s);
       auto* d4 = reinterpret_cast<std::uint64_t*>(d);
 #pragma unroll 4
-      for (Index q = lane; q < nq; q += kWarp) {
-        const float4 v = s4[q];
-        d4[q] = Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
-      }
+      for (Index q = lane; q < nq; q += kWarp) d4[q] = round16x4<Half>(s4[q]);
       c = nq * 4 + lane;
     }
-    for (; c < cols; c += kWarp) d[c] = Half ? kernels::to_fp16(s[c]).bits : kernels::to_bf16(s[c]).bits;
+    for (; c < cols; c += kWarp) d[c] = round16<Half>(s[c]);
   }
 }
 // The quads flat, under set_flat_kernels (api.hpp): a thread per four values of a row, the thread of a row's last,
@@ -107,16 +113,12 @@ __global__ void k_round_16_quads(const float* __restrict__ src, std::uint16_t* _
     const Index g = t / nq, q = t % nq;
     const float* s = src + kernels::strided_row(g, rows, ld, stride);
     std::uint16_t* d = dst + g * dst_ld;
-    if (q * 4 + 4 <= cols) {
-      const float4 v = reinterpret_cast<const float4*>(s)[q];
-      reinterpret_cast<std::uint64_t*>(d)[q] =
-          Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
-    } else {
-      for (Index c = q * 4; c < cols; ++c) d[c] = Half ? kernels::to_fp16(s[c]).bits : kernels::to_bf16(s[c]).bits;
-    }
+    if (q * 4 + 4 <= cols)
+      reinterpret_cast<std::uint64_t*>(d)[q] = round16x4<Half>(reinterpret_cast<const float4*>(s)[q]);
+    else
+      for (Index c = q * 4; c < cols; ++c) d[c] = round16<Half>(s[c]);
   }
 }
-bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 }  // namespace
 
 Index bf16_pack_ld(Index cols) { return (cols + 7) / 8 * 8; }
