@@ -14,18 +14,6 @@
 namespace liere::app {
 
 namespace {
-// An error's text without the source location LIERE_ENSURE puts in front of it ("examples/app/flags.cpp:256: "): a
-// usage error is about the command line, and the user reads "--epochs x: expected an integer, got 'x'".
-std::string without_location(const std::string& s) {
-  const auto colon = s.find(": ");
-  if (colon == std::string::npos) return s;
-  const auto at = s.rfind(':', colon - 1);
-  if (at == std::string::npos || at == 0 || at + 1 == colon || s.find(' ') < at) return s;
-  for (auto k = at + 1; k < colon; ++k)
-    if (s[k] < '0' || s[k] > '9') return s;
-  return s.substr(colon + 2);
-}
-
 // An int flag's value: to_int's, and in int's range.
 int to_int32(const std::string& s) {
   const long long v = Flags::to_int(s);
@@ -201,7 +189,7 @@ bool Flags::parse(int argc, char** argv) {
       try {
         o->second(value);
       } catch (const Error& e) {
-        throw UsageError("--" + name + " " + value + ": " + without_location(e.what()));
+        throw UsageError("--" + name + " " + value + ": " + e.message());
       }
       given_.insert(name);
       continue;
@@ -211,7 +199,7 @@ bool Flags::parse(int argc, char** argv) {
       try {
         known = pe_->set(name, value);
       } catch (const Error& e) {
-        throw UsageError(without_location(e.what()));
+        throw UsageError(e.message());
       }
       if (known) {
         given_.insert(name);

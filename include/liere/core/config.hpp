@@ -2,6 +2,7 @@
 // it includes nothing of liere, and everything of liere may include it.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,15 @@ namespace liere {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // Raised at `where` (LIERE_ENSURE: "file:line"): what() is "where: message".
+  Error(const std::string& where, const std::string& message)
+      : std::runtime_error(where + ": " + message), message_at_(where.size() + 2) {}
+  // what() without the place in front of it (all of what() for an error made without one): what a usage error
+  // shows the user, who typed a flag, not liere's source.
+  const char* message() const noexcept { return what() + message_at_; }
+
+ private:
+  std::size_t message_at_ = 0;
 };
 
 namespace detail {
@@ -45,7 +55,7 @@ namespace detail {
       f = f.substr(std::string(root) == "include/liere/" ? pos + 8 : pos);
       break;
     }
-  throw Error(f + ":" + std::to_string(line) + ": " + msg);
+  throw Error(f + ":" + std::to_string(line), msg);
 }
 }  // namespace detail
 
