@@ -131,7 +131,7 @@ if part compare; then
   [[ $abs_on == *,packs,* ]] &&
     ab LIERE_CUDA_ATTENTION_PACKS 8 "LieRE-8 bf16: attention's operands rounded once (1) against per product (0)" bf16
   [[ $abs_on == *,flat,* ]] &&
-    ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: the flat kernels (1) against the warp-per-row ones (0)" bf16
+    ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: the flat kernels (1) against the element and warp-per-row ones (0)" bf16
   true
 fi
 
