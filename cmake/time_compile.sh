@@ -1,7 +1,7 @@
 #!/bin/sh
 # cmake/time_compile.sh — a compiler/linker launcher that logs the CPU time of every compile and link of a build
 # (docs/testing.md, "Build time"). Usage, with an absolute log path as the launcher's first argument:
-#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLIERE_BUILD_TESTS=ON \
+#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLIERE_BUILD_TESTS=ON -DLIERE_CUDA_PTX_ONLY=ON \
 #     "-DCMAKE_CXX_COMPILER_LAUNCHER=$PWD/cmake/time_compile.sh;$PWD/build/times.log" \
 #     "-DCMAKE_CUDA_COMPILER_LAUNCHER=$PWD/cmake/time_compile.sh;$PWD/build/times.log" \
 #     "-DCMAKE_CXX_LINKER_LAUNCHER=$PWD/cmake/time_compile.sh;$PWD/build/times.log"

@@ -75,7 +75,7 @@ if [ $do_tests = 1 ]; then
   set +e
   {
     CXX=$CXX_SANITIZE cmake -S "$ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=Release -DLIERE_BUILD_TESTS=ON \
-      -DLIERE_BUILD_EXAMPLES=ON -DLIERE_SANITIZE=ON "${launcher[@]}" &&
+      -DLIERE_BUILD_EXAMPLES=ON -DLIERE_SANITIZE=ON -DLIERE_CUDA_PTX_ONLY=ON "${launcher[@]}" &&
     nice -n "$NICE" cmake --build "$ASAN_BUILD" -j"$jobs"
   } >"$log" 2>&1
   rc=$?
