@@ -52,13 +52,17 @@ inline unsigned grid_for(Index n) {
   return b > 65535u * 8u ? 65535u * 8u : b;
 }
 
-// The one way the backend launches a kernel: kernel<<<grid, threads>>>(args…), then launched(name) (a bad
-// configuration reported at once; with LIERE_CUDA_SYNC=1 a fault too, naming `name`).
-#define LIERE_CUDA_LAUNCH_AS(name, kernel, grid, threads, ...) \
-  do {                                                         \
-    kernel<<<(grid), (threads)>>>(__VA_ARGS__);                \
-    ::liere::cuda::launched((name), __FILE__, __LINE__);       \
+// The one way the backend launches a kernel: kernel<<<grid, threads, smem>>>(args…) (smem: bytes of dynamic
+// shared memory), then launched(name) (a bad configuration reported at once; with LIERE_CUDA_SYNC=1 a fault too,
+// naming `name`).
+#define LIERE_CUDA_LAUNCH_SMEM(name, kernel, grid, threads, smem, ...) \
+  do {                                                                 \
+    kernel<<<(grid), (threads), (smem)>>>(__VA_ARGS__);                \
+    ::liere::cuda::launched((name), __FILE__, __LINE__);               \
   } while (0)
+// Without dynamic shared memory.
+#define LIERE_CUDA_LAUNCH_AS(name, kernel, grid, threads, ...) \
+  LIERE_CUDA_LAUNCH_SMEM(name, kernel, grid, threads, 0, __VA_ARGS__)
 // Its common case: a grid-stride kernel (LIERE_CUDA_LOOP) over n elements, grid_for(n) blocks of kThreads, named
 // after the kernel; nothing is launched when n ≤ 0.
 #define LIERE_CUDA_LAUNCH(kernel, n, ...)                                                                      \

@@ -235,8 +235,7 @@ template <class Kernel, class... Args>
 void launch_coop(const char* name, Kernel kernel, std::size_t smem, std::int64_t count, Args... args) {
   if (smem > std::size_t(48) << 10)
     LIERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<unsigned(count), kCoopThreads, smem>>>(args...);
-  launched(name, __FILE__, __LINE__);
+  LIERE_CUDA_LAUNCH_SMEM(name, kernel, unsigned(count), kCoopThreads, smem, args...);
 }
 
 template <int N>
