@@ -66,13 +66,6 @@ void gemm(bool ta, bool tb, Index M, Index N, Index K, float alpha, const float*
 }
 
 namespace {
-// The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 (Half: fp16) rounding of the strided batch at
-// src, a warp per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An
-// element per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than
-// TF32 ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values
-// at a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
-// element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
-// 2026-11-26 evening), each warp waiting on one load after another along its row.
 // One value, and four in memory order (one 8-byte store), rounded to bf16 (Half: fp16) bits.
 template <bool Half>
 __device__ inline std::uint16_t round16(float v) {
@@ -82,6 +75,14 @@ template <bool Half>
 __device__ inline std::uint64_t round16x4(float4 v) {
   return Half ? kernels::to_fp16x4(v.x, v.y, v.z, v.w) : kernels::to_bf16x4(v.x, v.y, v.z, v.w);
 }
+
+// The count·rows rows of the pack: dst (rows dst_ld apart) = the bf16 (Half: fp16) rounding of the strided batch at
+// src, a warp per row (kernels::strided_row), its lanes along the row: coalesced, and one index division per row. (An
+// element per thread took six 64-bit index divisions per element: on the H200, 2026-11-26, bf16 runs were slower than
+// TF32 ones.) With `quads` (every source row 16-byte aligned, every pack row 8-byte aligned) a lane takes four values
+// at a time, one 16-byte load and one 8-byte store (kernels::to_bf16x4), the row's last cols % 4 one by one: the
+// element-wise warp per row still took a third of a bf16 ViT-Tiny step's kernel time (4.1 of 12.5 ms, H200,
+// 2026-11-26 evening), each warp waiting on one load after another along its row.
 template <bool Half>
 __global__ void k_round_16(const float* __restrict__ src, std::uint16_t* __restrict__ dst, Index rows, Index cols,
                            Index ld, Index stride, Index dst_ld, Index nrows, bool quads) {
