@@ -1,7 +1,7 @@
 // bench/bench_attention_device.cpp — the fused rotary flash attention against the unfused attention on a device (the
-// GPU with --device cuda; the CPU for a smoke test): time and peak device memory of one forward + backward through
-// nn::attention, the op the ViT runs (issue 22: "at T = 4096 it trains where the unfused path runs out of memory or
-// uses N× more, both figures measured").
+// GPU with --device cuda; the CPU for a smoke test): time and peak device memory of one forward + backward (or, with
+// --pass fwd, the forward of such a training step alone) through nn::attention, the op the ViT runs (issue 22: "at
+// T = 4096 it trains where the unfused path runs out of memory or uses N× more, both figures measured").
 //
 // LieRE-8 tables over a square grid of patches plus the CLS token (T = side² + 1), 3 heads of 64 (ViT-Tiny), float;
 // the gradients of q, k, v and of the encoding's generators. Default shapes (--shapes T:B): 65:128 (CIFAR, 8×8),
@@ -42,6 +42,7 @@ struct Options {
   int reps = 3, warmup = 1;
   Device device = Device::cpu;
   bool run_unfused = true, run_flash = true;
+  bool backward = true;  // --pass fwdbwd (false: --pass fwd)
   std::string json;
   std::vector<RunShape> shapes = {{65, 128}, {1025, 8}, {4097, 2}};
 };
@@ -54,7 +55,7 @@ void sync(Device d) {
 #endif
 }
 
-// One forward + backward of nn::attention; returns false (with the message) when the device ran out of memory.
+// One forward + backward (or forward) of nn::attention; false (with the message) when the device ran out of memory.
 bool run_one(bool flash, RunShape sh, const Options& o) {
   const int side = int(std::lround(std::sqrt(double(sh.T - 1))));
   const int B = sh.B, T = side * side + 1, H = kHeads, C = H * kHeadDim;
@@ -92,7 +93,7 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
       const nn::EncodingVars<float> enc = pe.begin(tape, std::vector<int>{side, side}, o.device);
       auto cache = std::make_shared<AttentionCache<float>>();
       Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, {}, flash);
-      tape.backward(y, dyt);
+      if (o.backward) tape.backward(y, dyt);
       sync(o.device);
     };
     step();  // the first run allocates; the peak below is a steady-state step's
@@ -102,16 +103,18 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
     const liere::bench::Timing t = liere::bench::time_ms(step, o.reps, o.warmup);
     const double peak_mib = double(pool.stats().peak_in_use - base) / (1 << 20);
     const double probs_mib = double(B) * H * T * T * sizeof(float) / (1 << 20);
+    const char* pass = o.backward ? "fwdbwd" : "fwd";
     std::printf(
-        "%-8s %-4s T=%5d B=%4d  %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f MiB\n",
-        impl, to_string(o.device), T, B, t.median_ms, t.min_ms, peak_mib, probs_mib);
+        "%-8s %-4s T=%5d B=%4d %-6s %9.2f [%9.2f] ms  pool peak %9.1f MiB over the inputs  (B,H,T,T) probs %9.1f "
+        "MiB\n",
+        impl, to_string(o.device), T, B, pass, t.median_ms, t.min_ms, peak_mib, probs_mib);
     std::fflush(stdout);
     json()
         .add("H", H)
         .add("D", kHeadDim)
         .add("block", kBlock)
-        .add("fwdbwd_ms", t.median_ms)
-        .add("fwdbwd_min_ms", t.min_ms)
+        .add(std::string(pass) + "_ms", t.median_ms)
+        .add(std::string(pass) + "_min_ms", t.min_ms)
         .add("peak_mib", peak_mib)
         .add("probs_mib", probs_mib)
         .emit(o.json);
@@ -132,7 +135,7 @@ bool parse_flags(int argc, char** argv, Options& o) {
       "bench_attention_device",
       "Flash vs unfused attention through nn::attention on a device (float32, H=" + std::to_string(kHeads) +
           ", D=" + std::to_string(kHeadDim) + ", LieRE-" + std::to_string(kBlock) +
-          "), forward +\nbackward: median [min] ms and the pool's peak bytes.");
+          "), forward +\nbackward (or forward): median [min] ms and the pool's peak bytes.");
   f.section("Options");
   f.add(
       "device", "D", "cpu or cuda",
@@ -160,6 +163,13 @@ bool parse_flags(int argc, char** argv, Options& o) {
       "impl", "WHICH", "both, flash or unfused",
       [&](const std::string& v) { liere::bench::parse_impl(v, o.run_unfused, o.run_flash); },
       [&] { return liere::bench::impl_text(o.run_unfused, o.run_flash); });
+  f.add(
+      "pass", "WHICH", "fwdbwd (forward + backward) or fwd (the training forward alone)",
+      [&](const std::string& v) {
+        LIERE_ENSURE(v == "fwdbwd" || v == "fwd", "expected fwdbwd or fwd");
+        o.backward = v == "fwdbwd";
+      },
+      [&] { return std::string(o.backward ? "fwdbwd" : "fwd"); });
   f.add("reps", &o.reps, "timed repetitions", Range{1, INT_MAX});
   f.add("warmup", &o.warmup, "untimed repetitions first", Range{0, INT_MAX});
   f.add("json", &o.json, "append one JSON object per run to PATH", "PATH");

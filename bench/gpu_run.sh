@@ -26,7 +26,9 @@
 #                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
 #                        ncu's messages
 #   attention.log        flash against unfused attention on the GPU, T = 65, 1025 and 4097 (bench_attention_device,
-#                        where the build has it: -DLIERE_BUILD_BENCH=ON): time and peak device memory
+#                        where the build has it: -DLIERE_BUILD_BENCH=ON): time and peak device memory, forward +
+#                        backward and the forward alone; then cuDNN's fused attention on the same shapes in bf16 and
+#                        fp16 (bench_cudnn_attention)
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
@@ -164,12 +166,21 @@ fi
 
 if part attention; then
   if [ -x "$build/bench/bench_attention_device" ]; then
-    stamp "attention: flash against unfused"
-    timeout 90 "$build/bench/bench_attention_device" --device cuda 2>&1 | tee "$out/attention.log"
-    rc=${PIPESTATUS[0]}
-    echo "bench_attention_device exit status $rc (1: a run failed, out of memory among them; see the log)"
+    stamp "attention: flash against unfused, forward + backward, then the forward alone"
+    for pass in fwdbwd fwd; do
+      timeout 90 "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 | tee -a "$out/attention.log"
+      rc=${PIPESTATUS[0]}
+      echo "bench_attention_device --pass $pass exit status $rc (1: a run failed, out of memory among them; see the log)"
+    done
   else
     echo "no $build/bench/bench_attention_device (configure with -DLIERE_BUILD_BENCH=ON): no attention benchmark"
+  fi
+  if [ -x "$build/bench/bench_cudnn_attention" ]; then
+    stamp "attention: cuDNN's fused attention on the same shapes, bf16 and fp16"
+    for type in bf16 fp16; do
+      timeout 90 "$build/bench/bench_cudnn_attention" --type $type 2>&1 | tee -a "$out/attention.log"
+      echo "bench_cudnn_attention --type $type exit status ${PIPESTATUS[0]}"
+    done
   fi
 fi
 

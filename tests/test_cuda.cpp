@@ -24,6 +24,7 @@
 #include <catch2/catch.hpp>
 
 #include <liere/backend/cuda/api.hpp>
+#include <liere/backend/cuda/cudnn_attention.hpp>
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 #include <liere/io/json.hpp>
@@ -1507,4 +1508,148 @@ TEST_CASE("cuda: rotation tables and their backward match the CPU op", "[cuda][t
   CHECK(std::isnan(tab.to_vector()[0]));
   CHECK(cuda::rotation_table_nonfinite());
   CHECK(!cuda::rotation_table_nonfinite());  // read and cleared
+}
+
+namespace {
+
+// softmax(scale · q kᵀ) v in double, for every (b, h): the forward (o, lse) and, when do_ is given, the backward
+// (dq, dk, dv); q, k, v, do_ (B, H, T, D) contiguous as cuDNN's attention takes them.
+struct AttentionRef {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+AttentionRef attention_reference(const cuda::CudnnAttentionShape& s, double scale, const std::vector<float>& q,
+                                 const std::vector<float>& k, const std::vector<float>& v,
+                                 const std::vector<float>* do_) {
+  const std::size_t T = std::size_t(s.T), D = std::size_t(s.D), heads = std::size_t(s.B) * std::size_t(s.H);
+  AttentionRef r;
+  r.o.assign(heads * T * D, 0.0);
+  r.lse.assign(heads * T, 0.0);
+  if (do_) r.dq = r.dk = r.dv = r.o;
+  std::vector<double> p(T * T);
+  for (std::size_t bh = 0; bh < heads; ++bh) {
+    const std::size_t at = bh * T * D;
+    for (std::size_t i = 0; i < T; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < T; ++j) {
+        double d = 0;
+        for (std::size_t c = 0; c < D; ++c) d += double(q[at + i * D + c]) * k[at + j * D + c];
+        p[i * T + j] = scale * d;
+        m = std::max(m, p[i * T + j]);
+      }
+      double l = 0;
+      for (std::size_t j = 0; j < T; ++j) l += (p[i * T + j] = std::exp(p[i * T + j] - m));
+      for (std::size_t j = 0; j < T; ++j) p[i * T + j] /= l;
+      r.lse[bh * T + i] = m + std::log(l);
+      for (std::size_t j = 0; j < T; ++j)
+        for (std::size_t c = 0; c < D; ++c) r.o[at + i * D + c] += p[i * T + j] * v[at + j * D + c];
+    }
+    if (!do_) continue;
+    const std::vector<float>& g = *do_;
+    for (std::size_t i = 0; i < T; ++i) {
+      double di = 0;  // Σ_j P_ij dP_ij = dO_i · O_i
+      for (std::size_t c = 0; c < D; ++c) di += double(g[at + i * D + c]) * r.o[at + i * D + c];
+      for (std::size_t j = 0; j < T; ++j) {
+        double dp = 0;
+        for (std::size_t c = 0; c < D; ++c) dp += double(g[at + i * D + c]) * v[at + j * D + c];
+        const double pij = p[i * T + j], ds = pij * (dp - di) * scale;
+        for (std::size_t c = 0; c < D; ++c) {
+          r.dv[at + j * D + c] += pij * g[at + i * D + c];
+          r.dq[at + i * D + c] += ds * k[at + j * D + c];
+          r.dk[at + j * D + c] += ds * q[at + i * D + c];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// The floats of 16-bit values' bits.
+std::vector<float> from_16(const std::vector<std::uint16_t>& bits, cuda::Half h) {
+  std::vector<float> x(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    x[i] =
+        h == cuda::Half::bf16 ? kernels::to_float(kernels::bf16{bits[i]}) : kernels::to_float(kernels::fp16{bits[i]});
+  return x;
+}
+
+// n standard normal values rounded to the 16-bit type: the rounded values and their bits.
+std::pair<std::vector<float>, std::vector<std::uint16_t>> randn_16(std::size_t n, std::uint64_t seed, cuda::Half h) {
+  const std::vector<float> x = randn(Index(n), seed);
+  std::vector<std::uint16_t> bits(n);
+  for (std::size_t i = 0; i < n; ++i)
+    bits[i] = h == cuda::Half::bf16 ? kernels::to_bf16(x[i]).bits : kernels::to_fp16(x[i]).bits;
+  return {from_16(bits, h), bits};
+}
+
+}  // namespace
+
+// cuDNN's fused attention (backend/cuda/cudnn_attention.hpp), the peer of issue 22's comparison, against the exact
+// attention of the same 16-bit inputs in double. Bounds, relative to each tensor's largest reference value: the
+// output is rounded to the 16-bit type (unit roundoff u = 2^-8 in bf16, 2^-11 in fp16) and cuDNN rounds P to it for
+// the PV product (at most u · Σ_j P_ij |v_j| more), so 5u bounds o and dv; dq and dk go through dS = P (dP − D)
+// rounded too, and D from the rounded o: 8u. The log-sum-exps are fp32 sums of exact products of the inputs: 1e-4.
+// A wrong layout, scale or stride gives errors of order one.
+TEST_CASE("cuda: cuDNN's fused attention matches the exact attention of its 16-bit inputs", "[cuda][cudnn]") {
+  std::string why;
+  if (!cuda::cudnn_loaded(&why)) {
+    WARN("cuDNN's attention not checked: " << why);
+    return;
+  }
+  if (!cuda::bf16_gemm_support(&why)) {
+    WARN("cuDNN's attention not checked (its fused attention needs compute capability 8.0): " << why);
+    return;
+  }
+  for (const cuda::Half h : {cuda::Half::bf16, cuda::Half::fp16})
+    for (const cuda::CudnnAttentionShape s :
+         {cuda::CudnnAttentionShape{2, 3, 65, 64}, cuda::CudnnAttentionShape{1, 2, 257, 64}}) {
+      const double u = h == cuda::Half::bf16 ? 1.0 / 256 : 1.0 / 2048;
+      case_label() = std::string(cuda::to_string(h)) + " T " + std::to_string(s.T);
+      const std::size_t n = std::size_t(s.B) * s.H * s.T * s.D, rows = std::size_t(s.B) * s.H * s.T, bytes = n * 2;
+      const double scale = 1.0 / std::sqrt(double(s.D));
+      const auto [q, qb] = randn_16(n, 1, h);
+      const auto [k, kb] = randn_16(n, 2, h);
+      const auto [v, vb] = randn_16(n, 3, h);
+      const auto [g, gb] = randn_16(n, 4, h);
+      cuda::CudnnAttention att(s, h, float(scale));
+      std::cout << "cuDNN " << cuda::cudnn_version() << " attention " << case_label() << ": forward "
+                << att.forward_engine() << "\n";
+      cuda::DeviceBlock dq_(bytes), dk_(bytes), dv_(bytes), dout(bytes), dlse(rows * sizeof(float)), dg(bytes),
+          ddq(bytes), ddk(bytes), ddv(bytes);
+      cuda::copy_bytes(dq_.get(), Device::cuda, qb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(dk_.get(), Device::cuda, kb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(dv_.get(), Device::cuda, vb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(dg.get(), Device::cuda, gb.data(), Device::cpu, bytes);
+      att.forward(dq_.get(), dk_.get(), dv_.get(), dout.get(), dlse.get<float>());
+      std::vector<std::uint16_t> ob(n);
+      std::vector<float> lse(rows);
+      cuda::copy_bytes(ob.data(), Device::cpu, dout.get(), Device::cuda, bytes);
+      cuda::copy_bytes(lse.data(), Device::cpu, dlse.get(), Device::cuda, rows * sizeof(float));
+      const bool backward = att.backward_plan();
+      const AttentionRef ref = attention_reference(s, scale, q, k, v, backward ? &g : nullptr);
+      const double eo = scaled_err(from_16(ob, h), ref.o), el = scaled_err(lse, ref.lse);
+      std::cout << "  o max err " << eo << " (bound " << 5 * u << "), lse " << el << "\n";
+      CHECK_ERR(eo, 5 * u);
+      CHECK_ERR(el, 1e-4);
+      if (!backward) {
+        WARN("cuDNN has no backward plan here: " << att.why());
+        continue;
+      }
+      std::cout << "  backward " << att.backward_engine() << "\n";
+      att.backward(dq_.get(), dk_.get(), dv_.get(), dout.get(), dlse.get<float>(), dg.get(), ddq.get(), ddk.get(),
+                   ddv.get());
+      std::vector<std::uint16_t> b(n);
+      double err[3];
+      const cuda::DeviceBlock* grads[3] = {&ddq, &ddk, &ddv};
+      const std::vector<double>* refs[3] = {&ref.dq, &ref.dk, &ref.dv};
+      for (int i = 0; i < 3; ++i) {
+        cuda::copy_bytes(b.data(), Device::cpu, grads[i]->get(), Device::cuda, bytes);
+        err[i] = scaled_err(from_16(b, h), *refs[i]);
+      }
+      std::cout << "  dq max err " << err[0] << ", dk " << err[1] << ", dv " << err[2] << " (bounds " << 8 * u << ", "
+                << 8 * u << ", " << 5 * u << ")\n";
+      CHECK_ERR(err[0], 8 * u);
+      CHECK_ERR(err[1], 8 * u);
+      CHECK_ERR(err[2], 5 * u);
+    }
+  case_label().clear();
 }

@@ -18,6 +18,8 @@
 #include <liere/backend/rotate_gemms.hpp>
 #include <liere/pe/rotation_table.hpp>
 #ifdef LIERE_WITH_CUDA
+#include <liere/backend/cuda/cudnn_attention.hpp>  // host code: cuDNN's descriptors
+#include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/cuda/ops.hpp>  // host code: SeamOps::attention_call
 #endif
 
@@ -888,5 +890,32 @@ TEST_CASE("cuda::SeamOps::attention_call: the views as pointer lists, every back
   const AttentionShape wide{1, 2, cuda::kMaxHeads + 1, 2};
   CHECK_THROWS_WITH(cuda::SeamOps::attention_call(wide, q, q, q, 2 * (cuda::kMaxHeads + 1), {}, {}),
                     Catch::Contains("at most 64 heads"));
+}
+
+TEST_CASE("cuda::CudnnAttention: cuDNN accepts the SDPA operations' descriptors, without a device", "[kernels][cuda]") {
+  // cudnnBackendFinalize checks each tensor's and each operation's attributes (types, counts, the tensors an
+  // operation needs) on the host; only the operation graph and the plans need a device (test_cuda).
+  std::string why;
+  if (!cuda::cudnn_loaded(&why)) {
+    WARN("cuDNN's descriptors not checked: " << why);
+    return;
+  }
+  CHECK(cuda::cudnn_version().rfind("9.", 0) == 0);
+  using S = cuda::CudnnAttentionShape;
+  for (const cuda::Half h : {cuda::Half::bf16, cuda::Half::fp16})
+    for (const S s : {S{128, 3, 65, 64}, S{8, 3, 1025, 64}, S{2, 12, 4097, 128}, S{1, 1, 1, 8}}) {
+      INFO(cuda::to_string(h) << " B " << s.B << " H " << s.H << " T " << s.T << " D " << s.D);
+      CHECK_NOTHROW(cuda::cudnn_attention_check_descriptors(s, h, true));
+    }
+  // liere's own checks, before cuDNN sees the shape.
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 60}, cuda::Half::bf16, false),
+                    Catch::Contains("multiple of 8 in [8, 256] (got 60)"));
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 264}, cuda::Half::bf16, false),
+                    Catch::Contains("(got 264)"));
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 0, 65, 64}, cuda::Half::fp16, true),
+                    Catch::Contains("at least 1 (got B 2, H 0, T 65)"));
+  if (cuda::device_count() == 0)
+    CHECK_THROWS_WITH(cuda::CudnnAttention(S{2, 3, 65, 64}, cuda::Half::bf16, 0.125f),
+                      Catch::Contains("cuDNN attention needs a CUDA device"));
 }
 #endif
