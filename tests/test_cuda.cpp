@@ -1588,7 +1588,8 @@ std::pair<std::vector<float>, std::vector<std::uint16_t>> randn_16(std::size_t n
 // output is rounded to the 16-bit type (unit roundoff u = 2^-8 in bf16, 2^-11 in fp16) and cuDNN rounds P to it for
 // the PV product (at most u · Σ_j P_ij |v_j| more), so 5u bounds o and dv; dq and dk go through dS = P (dP − D)
 // rounded too, and D from the rounded o: 8u. The log-sum-exps are fp32 sums of exact products of the inputs: 1e-4.
-// A wrong layout, scale or stride gives errors of order one.
+// A wrong layout, scale or stride gives errors of order one. Where cuDNN has no engine for the device (no execution
+// plan: its own limitation) the shape is skipped with a WARN that gives cuDNN's reason; any other error fails.
 TEST_CASE("cuda: cuDNN's fused attention matches the exact attention of its 16-bit inputs", "[cuda][cudnn]") {
   std::string why;
   if (!cuda::cudnn_loaded(&why)) {
@@ -1610,20 +1611,29 @@ TEST_CASE("cuda: cuDNN's fused attention matches the exact attention of its 16-b
       const auto [k, kb] = randn_16(n, 2, h);
       const auto [v, vb] = randn_16(n, 3, h);
       const auto [g, gb] = randn_16(n, 4, h);
-      cuda::CudnnAttention att(s, h, float(scale));
+      std::unique_ptr<cuda::CudnnAttention> made;
+      try {
+        made = std::make_unique<cuda::CudnnAttention>(s, h, float(scale));
+      } catch (const Error& e) {  // cuDNN without an engine for this device is not a fault of liere's; all else is
+        if (std::string(e.what()).find("has no execution plan") == std::string::npos) throw;
+        WARN("cuDNN's attention not checked for " << case_label() << ": " << e.what());
+        continue;
+      }
+      cuda::CudnnAttention& att = *made;
       std::cout << "cuDNN " << cuda::cudnn_version() << " attention " << case_label() << ": forward "
                 << att.forward_engine() << "\n";
-      cuda::DeviceBlock dq_(bytes), dk_(bytes), dv_(bytes), dout(bytes), dlse(rows * sizeof(float)), dg(bytes),
-          ddq(bytes), ddk(bytes), ddv(bytes);
-      cuda::copy_bytes(dq_.get(), Device::cuda, qb.data(), Device::cpu, bytes);
-      cuda::copy_bytes(dk_.get(), Device::cuda, kb.data(), Device::cpu, bytes);
-      cuda::copy_bytes(dv_.get(), Device::cuda, vb.data(), Device::cpu, bytes);
-      cuda::copy_bytes(dg.get(), Device::cuda, gb.data(), Device::cpu, bytes);
-      att.forward(dq_.get(), dk_.get(), dv_.get(), dout.get(), dlse.get<float>());
+      // On the device (_d): the inputs, the output and its log-sum-exps, the output's gradient, the gradients.
+      cuda::DeviceBlock q_d(bytes), k_d(bytes), v_d(bytes), o_d(bytes), lse_d(rows * sizeof(float)), g_d(bytes),
+          dq_d(bytes), dk_d(bytes), dv_d(bytes);
+      cuda::copy_bytes(q_d.get(), Device::cuda, qb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(k_d.get(), Device::cuda, kb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(v_d.get(), Device::cuda, vb.data(), Device::cpu, bytes);
+      cuda::copy_bytes(g_d.get(), Device::cuda, gb.data(), Device::cpu, bytes);
+      att.forward(q_d.get(), k_d.get(), v_d.get(), o_d.get(), lse_d.get<float>());
       std::vector<std::uint16_t> ob(n);
       std::vector<float> lse(rows);
-      cuda::copy_bytes(ob.data(), Device::cpu, dout.get(), Device::cuda, bytes);
-      cuda::copy_bytes(lse.data(), Device::cpu, dlse.get(), Device::cuda, rows * sizeof(float));
+      cuda::copy_bytes(ob.data(), Device::cpu, o_d.get(), Device::cuda, bytes);
+      cuda::copy_bytes(lse.data(), Device::cpu, lse_d.get(), Device::cuda, rows * sizeof(float));
       const bool backward = att.backward_plan();
       const AttentionRef ref = attention_reference(s, scale, q, k, v, backward ? &g : nullptr);
       const double eo = scaled_err(from_16(ob, h), ref.o), el = scaled_err(lse, ref.lse);
@@ -1635,11 +1645,11 @@ TEST_CASE("cuda: cuDNN's fused attention matches the exact attention of its 16-b
         continue;
       }
       std::cout << "  backward " << att.backward_engine() << "\n";
-      att.backward(dq_.get(), dk_.get(), dv_.get(), dout.get(), dlse.get<float>(), dg.get(), ddq.get(), ddk.get(),
-                   ddv.get());
+      att.backward(q_d.get(), k_d.get(), v_d.get(), o_d.get(), lse_d.get<float>(), g_d.get(), dq_d.get(), dk_d.get(),
+                   dv_d.get());
       std::vector<std::uint16_t> b(n);
       double err[3];
-      const cuda::DeviceBlock* grads[3] = {&ddq, &ddk, &ddv};
+      const cuda::DeviceBlock* grads[3] = {&dq_d, &dk_d, &dv_d};
       const std::vector<double>* refs[3] = {&ref.dq, &ref.dk, &ref.dv};
       for (int i = 0; i < 3; ++i) {
         cuda::copy_bytes(b.data(), Device::cpu, grads[i]->get(), Device::cuda, bytes);
