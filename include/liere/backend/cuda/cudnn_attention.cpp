@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -180,45 +181,54 @@ struct Operation {
   Desc op;
 };
 
-const Desc& add(Operation& o, Desc t) {
-  o.tensors.push_back(std::move(t));
-  return o.tensors.back();
+// One tensor an operation names: the attribute, the tensor's id (its layout and type follow from it) and a name for
+// errors.
+struct Port {
+  cudnnBackendAttributeName_t attribute;
+  Uid uid;
+  const char* name;
+};
+
+// The operation of this type over these tensors, finalized: q, k, v, o and the gradients (B, H, T, D) in the 16-bit
+// type, the log-sum-exps (B, H, T, 1) float, the scale a float by value.
+Operation operation(cudnnBackendDescriptorType_t type, const char* what, const CudnnAttentionShape& s, Half h,
+                    std::initializer_list<Port> ports) {
+  check_shape(s);
+  const cudnnDataType_t half = h == Half::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  Operation o;
+  o.op = Desc(type);
+  for (const Port& p : ports) {
+    o.tensors.push_back(p.uid == kScale ? scale_tensor()
+                        : p.uid == kLse ? tensor(kLse, s, 1, CUDNN_DATA_FLOAT)
+                                        : tensor(p.uid, s, s.D, half));
+    o.op.set(p.attribute, o.tensors.back(), p.name);
+  }
+  o.op.finalize(what);
+  return o;
 }
 
 Operation forward_operation(const CudnnAttentionShape& s, Half h) {
-  check_shape(s);
-  const cudnnDataType_t type = h == Half::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  Operation o;
-  o.op = Desc(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
-  o.tensors.reserve(6);
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, add(o, tensor(kQ, s, s.D, type)), "SDPA_FWD q");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, add(o, tensor(kK, s, s.D, type)), "SDPA_FWD k");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, add(o, tensor(kV, s, s.D, type)), "SDPA_FWD v");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, add(o, tensor(kO, s, s.D, type)), "SDPA_FWD o");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, add(o, tensor(kLse, s, 1, CUDNN_DATA_FLOAT)), "SDPA_FWD stats");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, add(o, scale_tensor()), "SDPA_FWD scale");
-  o.op.finalize("the SDPA_FWD operation");
-  return o;
+  return operation(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "the SDPA_FWD operation", s, h,
+                   {{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, kQ, "SDPA_FWD q"},
+                    {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, kK, "SDPA_FWD k"},
+                    {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, kV, "SDPA_FWD v"},
+                    {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, kO, "SDPA_FWD o"},
+                    {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, kLse, "SDPA_FWD stats"},
+                    {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, kScale, "SDPA_FWD scale"}});
 }
 
 Operation backward_operation(const CudnnAttentionShape& s, Half h) {
-  check_shape(s);
-  const cudnnDataType_t type = h == Half::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  Operation o;
-  o.op = Desc(CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR);
-  o.tensors.reserve(10);
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, add(o, tensor(kQ, s, s.D, type)), "SDPA_BWD q");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, add(o, tensor(kK, s, s.D, type)), "SDPA_BWD k");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, add(o, tensor(kV, s, s.D, type)), "SDPA_BWD v");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, add(o, tensor(kO, s, s.D, type)), "SDPA_BWD o");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, add(o, tensor(kLse, s, 1, CUDNN_DATA_FLOAT)), "SDPA_BWD stats");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, add(o, scale_tensor()), "SDPA_BWD scale");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, add(o, tensor(kDO, s, s.D, type)), "SDPA_BWD dO");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, add(o, tensor(kDQ, s, s.D, type)), "SDPA_BWD dQ");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, add(o, tensor(kDK, s, s.D, type)), "SDPA_BWD dK");
-  o.op.set(CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, add(o, tensor(kDV, s, s.D, type)), "SDPA_BWD dV");
-  o.op.finalize("the SDPA_BWD operation");
-  return o;
+  return operation(CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR, "the SDPA_BWD operation", s, h,
+                   {{CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, kQ, "SDPA_BWD q"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, kK, "SDPA_BWD k"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, kV, "SDPA_BWD v"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, kO, "SDPA_BWD o"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, kLse, "SDPA_BWD stats"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, kScale, "SDPA_BWD scale"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, kDO, "SDPA_BWD dO"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, kDQ, "SDPA_BWD dQ"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, kDK, "SDPA_BWD dK"},
+                    {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, kDV, "SDPA_BWD dV"}});
 }
 
 // The process's cuDNN handle, on the legacy default stream (created on first use; needs a device).
