@@ -74,12 +74,12 @@ bool parse_flags(int argc, char** argv, Options& o) {
 #ifdef LIERE_WITH_CUDA
 // One shape: false when cuDNN had no forward plan or the device ran out of memory (the message printed).
 bool run_one(liere::bench::TokensBatch sh, const Options& o) {
-  const cuda::Half h = o.fp16 ? cuda::Half::fp16 : cuda::Half::bf16;
+  const Precision h = o.fp16 ? Precision::fp16 : Precision::bf16;
   const cuda::CudnnAttentionShape s{sh.B, kHeads, sh.T, kHeadDim};
   const std::size_t n = std::size_t(s.B) * s.H * s.T * s.D, bytes = n * 2, rows = std::size_t(s.B) * s.H * s.T;
   auto json = [&] {
     liere::bench::JsonLine j;
-    j.add("bench", "cudnn_attention").add("type", cuda::to_string(h)).add("T", s.T).add("B", s.B).add("H", s.H);
+    j.add("bench", "cudnn_attention").add("type", to_string(h)).add("T", s.T).add("B", s.B).add("H", s.H);
     return j.add("D", s.D).add("cudnn", cuda::cudnn_version());
   };
   try {
@@ -98,7 +98,7 @@ bool run_one(liere::bench::TokensBatch sh, const Options& o) {
       cuda::synchronize();
     };
     const liere::bench::Timing tf = liere::bench::time_ms(forward, o.reps, o.warmup);
-    std::printf("cudnn    %s T=%5d B=%4d  forward          %9.3f [%9.3f] ms   %s\n", cuda::to_string(h), s.T, s.B,
+    std::printf("cudnn    %s T=%5d B=%4d  forward          %9.3f [%9.3f] ms   %s\n", to_string(h), s.T, s.B,
                 tf.median_ms, tf.min_ms, att.forward_engine().c_str());
     liere::bench::JsonLine j = json();
     j.add("fwd_ms", tf.median_ms).add("fwd_min_ms", tf.min_ms).add("fwd_engine", att.forward_engine());
@@ -109,18 +109,18 @@ bool run_one(liere::bench::TokensBatch sh, const Options& o) {
         cuda::synchronize();
       };
       const liere::bench::Timing tb = liere::bench::time_ms(step, o.reps, o.warmup);
-      std::printf("cudnn    %s T=%5d B=%4d  forward+backward %9.3f [%9.3f] ms   %s\n", cuda::to_string(h), s.T, s.B,
+      std::printf("cudnn    %s T=%5d B=%4d  forward+backward %9.3f [%9.3f] ms   %s\n", to_string(h), s.T, s.B,
                   tb.median_ms, tb.min_ms, att.backward_engine().c_str());
       j.add("fwdbwd_ms", tb.median_ms).add("fwdbwd_min_ms", tb.min_ms).add("bwd_engine", att.backward_engine());
     } else {
-      std::printf("cudnn    %s T=%5d B=%4d  backward: no plan: %s\n", cuda::to_string(h), s.T, s.B, att.why().c_str());
+      std::printf("cudnn    %s T=%5d B=%4d  backward: no plan: %s\n", to_string(h), s.T, s.B, att.why().c_str());
       j.add("bwd_error", att.why());
     }
     j.add("workspace_mib", double(att.workspace_bytes()) / (1 << 20)).emit(o.json);
     std::fflush(stdout);
     return true;
   } catch (const Error& e) {
-    std::printf("cudnn    %s T=%5d B=%4d  failed: %s\n", cuda::to_string(h), s.T, s.B, e.what());
+    std::printf("cudnn    %s T=%5d B=%4d  failed: %s\n", to_string(h), s.T, s.B, e.what());
     std::fflush(stdout);
     json().add("error", e.what()).emit(o.json);
     return false;

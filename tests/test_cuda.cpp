@@ -1564,20 +1564,19 @@ AttentionRef attention_reference(const cuda::CudnnAttentionShape& s, double scal
 }
 
 // The floats of 16-bit values' bits.
-std::vector<float> from_16(const std::vector<std::uint16_t>& bits, cuda::Half h) {
+std::vector<float> from_16(const std::vector<std::uint16_t>& bits, Precision h) {
   std::vector<float> x(bits.size());
   for (std::size_t i = 0; i < bits.size(); ++i)
-    x[i] =
-        h == cuda::Half::bf16 ? kernels::to_float(kernels::bf16{bits[i]}) : kernels::to_float(kernels::fp16{bits[i]});
+    x[i] = h == Precision::bf16 ? kernels::to_float(kernels::bf16{bits[i]}) : kernels::to_float(kernels::fp16{bits[i]});
   return x;
 }
 
 // n standard normal values rounded to the 16-bit type: the rounded values and their bits.
-std::pair<std::vector<float>, std::vector<std::uint16_t>> randn_16(std::size_t n, std::uint64_t seed, cuda::Half h) {
+std::pair<std::vector<float>, std::vector<std::uint16_t>> randn_16(std::size_t n, std::uint64_t seed, Precision h) {
   const std::vector<float> x = randn(Index(n), seed);
   std::vector<std::uint16_t> bits(n);
   for (std::size_t i = 0; i < n; ++i)
-    bits[i] = h == cuda::Half::bf16 ? kernels::to_bf16(x[i]).bits : kernels::to_fp16(x[i]).bits;
+    bits[i] = h == Precision::bf16 ? kernels::to_bf16(x[i]).bits : kernels::to_fp16(x[i]).bits;
   return {from_16(bits, h), bits};
 }
 
@@ -1600,11 +1599,11 @@ TEST_CASE("cuda: cuDNN's fused attention matches the exact attention of its 16-b
     WARN("cuDNN's attention not checked (its fused attention needs compute capability 8.0): " << why);
     return;
   }
-  for (const cuda::Half h : {cuda::Half::bf16, cuda::Half::fp16})
+  for (const Precision h : {Precision::bf16, Precision::fp16})
     for (const cuda::CudnnAttentionShape s :
          {cuda::CudnnAttentionShape{2, 3, 65, 64}, cuda::CudnnAttentionShape{1, 2, 257, 64}}) {
-      const double u = h == cuda::Half::bf16 ? 1.0 / 256 : 1.0 / 2048;
-      case_label() = std::string(cuda::to_string(h)) + " T " + std::to_string(s.T);
+      const double u = h == Precision::bf16 ? 1.0 / 256 : 1.0 / 2048;
+      case_label() = std::string(to_string(h)) + " T " + std::to_string(s.T);
       const std::size_t n = std::size_t(s.B) * s.H * s.T * s.D, rows = std::size_t(s.B) * s.H * s.T, bytes = n * 2;
       const double scale = 1.0 / std::sqrt(double(s.D));
       const auto [q, qb] = randn_16(n, 1, h);

@@ -902,20 +902,22 @@ TEST_CASE("cuda::CudnnAttention: cuDNN accepts the SDPA operations' descriptors,
   }
   CHECK(cuda::cudnn_version().rfind("9.", 0) == 0);
   using S = cuda::CudnnAttentionShape;
-  for (const cuda::Half h : {cuda::Half::bf16, cuda::Half::fp16})
+  for (const Precision h : {Precision::bf16, Precision::fp16})
     for (const S s : {S{128, 3, 65, 64}, S{8, 3, 1025, 64}, S{2, 12, 4097, 128}, S{1, 1, 1, 8}}) {
-      INFO(cuda::to_string(h) << " B " << s.B << " H " << s.H << " T " << s.T << " D " << s.D);
+      INFO(to_string(h) << " B " << s.B << " H " << s.H << " T " << s.T << " D " << s.D);
       CHECK_NOTHROW(cuda::cudnn_attention_check_descriptors(s, h, true));
     }
   // liere's own checks, before cuDNN sees the shape.
-  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 60}, cuda::Half::bf16, false),
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 60}, Precision::bf16, false),
                     Catch::Contains("multiple of 8 in [8, 256] (got 60)"));
-  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 264}, cuda::Half::bf16, false),
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 264}, Precision::bf16, false),
                     Catch::Contains("(got 264)"));
-  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 0, 65, 64}, cuda::Half::fp16, true),
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 0, 65, 64}, Precision::fp16, true),
                     Catch::Contains("at least 1 (got B 2, H 0, T 65)"));
+  CHECK_THROWS_WITH(cuda::cudnn_attention_check_descriptors(S{2, 3, 65, 64}, Precision::fp32, false),
+                    Catch::Contains("the type must be bf16 or fp16 (got fp32)"));
   if (cuda::device_count() == 0)
-    CHECK_THROWS_WITH(cuda::CudnnAttention(S{2, 3, 65, 64}, cuda::Half::bf16, 0.125f),
+    CHECK_THROWS_WITH(cuda::CudnnAttention(S{2, 3, 65, 64}, Precision::bf16, 0.125f),
                       Catch::Contains("cuDNN attention needs a CUDA device"));
 }
 #endif

@@ -191,10 +191,12 @@ struct Port {
 
 // The operation of this type over these tensors, finalized: q, k, v, o and the gradients (B, H, T, D) in the 16-bit
 // type, the log-sum-exps (B, H, T, 1) float, the scale a float by value.
-Operation operation(cudnnBackendDescriptorType_t type, const char* what, const CudnnAttentionShape& s, Half h,
+Operation operation(cudnnBackendDescriptorType_t type, const char* what, const CudnnAttentionShape& s, Precision h,
                     std::initializer_list<Port> ports) {
   check_shape(s);
-  const cudnnDataType_t half = h == Half::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  LIERE_ENSURE(h == Precision::bf16 || h == Precision::fp16,
+               "cuDNN attention: the type must be bf16 or fp16 (got " << to_string(h) << ")");
+  const cudnnDataType_t half = h == Precision::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   Operation o;
   o.op = Desc(type);
   for (const Port& p : ports) {
@@ -207,7 +209,7 @@ Operation operation(cudnnBackendDescriptorType_t type, const char* what, const C
   return o;
 }
 
-Operation forward_operation(const CudnnAttentionShape& s, Half h) {
+Operation forward_operation(const CudnnAttentionShape& s, Precision h) {
   return operation(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "the SDPA_FWD operation", s, h,
                    {{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, kQ, "SDPA_FWD q"},
                     {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, kK, "SDPA_FWD k"},
@@ -217,7 +219,7 @@ Operation forward_operation(const CudnnAttentionShape& s, Half h) {
                     {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, kScale, "SDPA_FWD scale"}});
 }
 
-Operation backward_operation(const CudnnAttentionShape& s, Half h) {
+Operation backward_operation(const CudnnAttentionShape& s, Precision h) {
   return operation(CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR, "the SDPA_BWD operation", s, h,
                    {{CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, kQ, "SDPA_BWD q"},
                     {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, kK, "SDPA_BWD k"},
@@ -348,14 +350,14 @@ std::string cudnn_version() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-void cudnn_attention_check_descriptors(const CudnnAttentionShape& s, Half type, bool backward) {
+void cudnn_attention_check_descriptors(const CudnnAttentionShape& s, Precision type, bool backward) {
   (void)forward_operation(s, type);
   if (backward) (void)backward_operation(s, type);
 }
 
 struct CudnnAttention::Impl {
   CudnnAttentionShape s;
-  Half type;
+  Precision type;
   float scale;
   Plan fwd, bwd;
   bool bwd_tried = false;
@@ -368,7 +370,7 @@ struct CudnnAttention::Impl {
   }
 };
 
-CudnnAttention::CudnnAttention(const CudnnAttentionShape& s, Half type, float scale) : impl_(new Impl) {
+CudnnAttention::CudnnAttention(const CudnnAttentionShape& s, Precision type, float scale) : impl_(new Impl) {
   impl_->s = s;
   impl_->type = type;
   impl_->scale = scale;
@@ -441,12 +443,12 @@ bool cudnn_loaded(std::string* why) {
   return false;
 }
 std::string cudnn_version() { return "none"; }
-void cudnn_attention_check_descriptors(const CudnnAttentionShape&, Half, bool) { LIERE_ENSURE(false, kNoHeaders); }
+void cudnn_attention_check_descriptors(const CudnnAttentionShape&, Precision, bool) { LIERE_ENSURE(false, kNoHeaders); }
 
 struct CudnnAttention::Impl {
   std::string why;
 };
-CudnnAttention::CudnnAttention(const CudnnAttentionShape&, Half, float) { LIERE_ENSURE(false, kNoHeaders); }
+CudnnAttention::CudnnAttention(const CudnnAttentionShape&, Precision, float) { LIERE_ENSURE(false, kNoHeaders); }
 CudnnAttention::~CudnnAttention() = default;
 void CudnnAttention::forward(const void*, const void*, const void*, void*, float*) {}
 bool CudnnAttention::backward_plan() { return false; }

@@ -22,13 +22,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <liere/core/precision.hpp>
 #include <memory>
 #include <string>
 
 namespace liere::cuda {
-
-enum class Half { bf16, fp16 };
-inline const char* to_string(Half h) { return h == Half::bf16 ? "bf16" : "fp16"; }
 
 struct CudnnAttentionShape {
   int B = 1, H = 1, T = 1, D = 64;
@@ -39,17 +37,17 @@ bool cudnn_loaded(std::string* why = nullptr);
 // cudnnGetVersion() as "9.19.0"; "none" when cudnn_loaded() is false.
 std::string cudnn_version();
 
-// Builds the tensors and the SDPA_FWD operation (and SDPA_BWD when `backward`) for this shape and type and
-// finalizes them: cuDNN checks their attributes without a device. Throws liere::Error with cuDNN's message when it
-// refuses one, or when the shape is out of range (the message names the dimension).
-void cudnn_attention_check_descriptors(const CudnnAttentionShape& s, Half type, bool backward);
+// Builds the tensors and the SDPA_FWD operation (and SDPA_BWD when `backward`) for this shape and type (bf16 or fp16)
+// and finalizes them: cuDNN checks their attributes without a device. Throws liere::Error with cuDNN's message when
+// it refuses one, or when the shape or the type is out of range (the message names which).
+void cudnn_attention_check_descriptors(const CudnnAttentionShape& s, Precision type, bool backward);
 
 class CudnnAttention {
  public:
   // The forward's execution plan for this shape and type (cuDNN's heuristics, mode A then the fallback list: the
   // first configuration that finalizes); `scale` multiplies q kᵀ (1/√D for a ViT). Throws liere::Error when there is
   // no device, no cuDNN, or no plan (cuDNN's message).
-  CudnnAttention(const CudnnAttentionShape& s, Half type, float scale);
+  CudnnAttention(const CudnnAttentionShape& s, Precision type, float scale);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
