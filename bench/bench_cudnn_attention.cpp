@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
     for (const liere::bench::TokensBatch& sh : o.shapes) failed += run_one(sh, o) ? 0 : 1;
     return failed ? 1 : 0;
 #else
-    std::fprintf(stderr, "bench_cudnn_attention: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON)\n");
+    std::fprintf(stderr,
+                 "bench_cudnn_attention: this build has no CUDA backend (configure with -DLIERE_WITH_CUDA=ON)\n");
     return 2;
 #endif
   });

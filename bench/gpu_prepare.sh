@@ -8,7 +8,8 @@
 # it is configured already, builds test_cuda, train_cifar, bench_attention_device and bench_cudnn_attention, and
 # copies them into OUT_DIR in the layout gpu_run.sh expects (tests/, examples/, bench/), with the host libraries a
 # bare CUDA machine may lack (OpenMP's libgomp, zlib) in OUT_DIR/lib, where gpu_run.sh looks last. The CUDA
-# libraries (cudart, cuBLAS, cuBLASLt; cuDNN, loaded at run time) are the GPU machine's own. Prints the folder's size (the device tool carries at most 64 MiB), then:
+# libraries (cudart, cuBLAS, cuBLASLt; cuDNN, loaded at run time) are the GPU machine's own. Prints the folder's size
+# (the device tool carries at most 64 MiB), then:
 #
 #   bench/gpu_run.sh OUT_DIR OUT       on the GPU machine (LIERE_GPU_PARTS: which parts; bench/README.md)
 #

@@ -170,7 +170,7 @@ if part attention; then
     for pass in fwdbwd fwd; do
       timeout 90 "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 | tee -a "$out/attention.log"
       rc=${PIPESTATUS[0]}
-      echo "bench_attention_device --pass $pass exit status $rc (1: a run failed, out of memory among them; see the log)"
+      echo "bench_attention_device --pass $pass exit status $rc (1: a run failed, out of memory among them: the log)"
     done
   else
     echo "no $build/bench/bench_attention_device (configure with -DLIERE_BUILD_BENCH=ON): no attention benchmark"
