@@ -668,3 +668,211 @@ TEST_CASE("spectral path: the op's backward is the adjoint of its forward after 
     CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
   }
 }
+
+// ---- Rows sharing a direction (backend/position_classes.hpp): one decomposition per class ---------------------
+
+namespace {
+
+// The positions of a CLS token at the origin and an e × e grid in [0, 1] (the official code's linspace), row-major.
+template <class S>
+std::vector<S> grid_with_cls(int e) {
+  std::vector<S> pos{S(0), S(0)};
+  for (int i = 0; i < e; ++i)
+    for (int j = 0; j < e; ++j) {
+      pos.push_back(S(double(i) / (e - 1)));
+      pos.push_back(S(double(j) / (e - 1)));
+    }
+  return pos;
+}
+
+// Every member t of every class is an exact positive multiple of its representative, and no two classes are.
+template <class S>
+void check_classes_exact(const std::vector<S>& pos, int dim, const PositionClasses& pc) {
+  const int rows = int(pos.size()) / dim;
+  REQUIRE(int(pc.members.size()) == rows);
+  REQUIRE(int(pc.start.back()) == rows);
+  std::vector<int> seen(std::size_t(rows), 0);
+  for (int c = 0; c < pc.num_classes(); ++c) {
+    const int r = pc.rep[std::size_t(c)];
+    CHECK(pc.members[std::size_t(pc.start[std::size_t(c)])] == r);  // the first row is the representative
+    for (int i = pc.start[std::size_t(c)]; i < pc.start[std::size_t(c) + 1]; ++i) {
+      const int t = pc.members[std::size_t(i)];
+      ++seen[std::size_t(t)];
+      const double s = pc.scale[std::size_t(t)];
+      CHECK(s > 0);
+      for (int a = 0; a < dim; ++a) {  // p_t = c·p_r to the rounding of c (relative 1e-16)
+        const double pt = double(pos[std::size_t(t * dim + a)]), pr = double(pos[std::size_t(r * dim + a)]);
+        if (!std::isfinite(pt)) continue;  // a class of its own
+        CHECK(std::abs(pt - s * pr) <= 4e-16 * std::abs(pt));
+      }
+    }
+  }
+  for (int v : seen) CHECK(v == 1);
+  // no two representatives collinear with a positive factor (checked independently in long double, where the
+  // products of floats are exact)
+  if constexpr (std::is_same_v<S, float>)
+    for (int c = 0; c < pc.num_classes(); ++c)
+      for (int e = c + 1; e < pc.num_classes(); ++e) {
+        const S* x = pos.data() + pc.rep[std::size_t(c)] * dim;
+        const S* y = pos.data() + pc.rep[std::size_t(e)] * dim;
+        bool collinear = true;
+        long double dot = 0;
+        for (int a = 0; a < dim; ++a) {
+          dot += (long double)x[a] * y[a];
+          for (int b = a + 1; b < dim; ++b)
+            collinear = collinear && (long double)x[a] * y[b] == (long double)x[b] * y[a];
+        }
+        const bool both_finite = std::isfinite(double(x[0])) && std::isfinite(double(y[0]));
+        CHECK_FALSE((both_finite && collinear && dot > 0));
+      }
+}
+
+}  // namespace
+
+TEST_CASE("position classes: grids, lines, random rows, zeros, NaN and one ulp off", "[tables]") {
+  {  // CLS + 8×8 grid: the zero class (CLS and the grid's origin) and the 37 primitive directions of the grid
+    const auto pos = grid_with_cls<float>(8);
+    const PositionClasses pc = position_classes(pos.data(), 65, 2);
+    CHECK(pc.num_classes() == 38);
+    CHECK(pc.rep[0] == 0);
+    CHECK(pc.start[1] == 2);  // rows 0 and 1 (the CLS token and the grid's (0, 0))
+    check_classes_exact(pos, 2, pc);
+    const auto posd = grid_with_cls<double>(8);
+    const PositionClasses pcd = position_classes(posd.data(), 65, 2);
+    CHECK(pcd.num_classes() == 38);
+    check_classes_exact(posd, 2, pcd);
+  }
+  {  // a 1D sequence: one class of nonzero rows; the negative ones another
+    std::vector<double> pos;
+    for (int t = -3; t < 10; ++t) pos.push_back(0.37 * t);
+    const PositionClasses pc = position_classes(pos.data(), 13, 1);
+    CHECK(pc.num_classes() == 3);  // negative, zero, positive
+    check_classes_exact(pos, 1, pc);
+  }
+  {  // a 3D grid of 4 × 4 × 4 integer positions: 1 zero class and the primitive directions (49 of 63 points)
+    std::vector<float> pos;
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        for (int c = 0; c < 4; ++c) pos.insert(pos.end(), {float(a), float(b), float(c)});
+    const PositionClasses pc = position_classes(pos.data(), 64, 3);
+    CHECK(pc.num_classes() == 1 + 49);
+    check_classes_exact(pos, 3, pc);
+  }
+  {  // random rows: no sharing; a NaN row and an Inf row each alone; a row one ulp off a direction alone
+    std::mt19937_64 g(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> pos(40 * 2);
+    for (auto& x : pos) x = u(g);
+    pos[6] = std::numeric_limits<float>::quiet_NaN();
+    pos[8] = pos[10] = std::numeric_limits<float>::quiet_NaN();
+    pos[12] = std::numeric_limits<float>::infinity();
+    pos[14] = 2 * pos[16], pos[15] = 2 * pos[17];                        // row 7 = 2 · row 8
+    pos[18] = 2 * pos[16], pos[19] = std::nextafter(2 * pos[17], 10.f);  // row 9: one ulp off
+    const PositionClasses pc = position_classes(pos.data(), 40, 2);
+    CHECK(pc.num_classes() == 39);
+    check_classes_exact(pos, 2, pc);
+    int with_seven = -1;
+    for (int c = 0; c < pc.num_classes(); ++c)
+      if (pc.rep[std::size_t(c)] == 7) with_seven = c;
+    REQUIRE(with_seven >= 0);
+    CHECK(pc.start[std::size_t(with_seven) + 1] - pc.start[std::size_t(with_seven)] == 2);
+    CHECK(pc.scale[8] == 0.5);
+  }
+}
+
+namespace {
+
+// The op on positions with shared directions against the same op one row at a time (rows = 1: nothing to share),
+// which is the decomposition of every row's own matrix: tables and gradients equal to rounding; and against the
+// polynomial path (the independent one).
+template <class S>
+void check_shared_rows(int block, double scale, double fwd_tol, double bwd_rel_tol, double poly_bwd_rel_tol) {
+  INFO("block " << block << ", scale " << scale << (std::is_same_v<S, float> ? ", float" : ", double"));
+  const std::vector<S> pos = grid_with_cls<S>(5);  // 26 rows: 2 zero, 4·4 + … directions
+  const int rows = int(pos.size()) / 2, sets = 2, D = 64;
+  const RotationTableShape sh{sets, 2, rows, D, block};
+  REQUIRE(position_classes(pos.data(), rows, 2).num_classes() < rows - 5);
+  std::mt19937_64 g(block + 17);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<S> w(std::size_t(sh.num_generators())), dt(std::size_t(sh.table_size()));
+  for (auto& x : w) x = S(scale * u(g));
+  for (auto& x : dt) x = S(u(g));
+  const OpRun<S> shared = run_op(sh, w, pos, dt, cpu::TableMethod::Auto);
+  const OpRun<S> poly = run_op(sh, w, pos, dt, cpu::TableMethod::Polynomial);
+  const int nb = D / block, bb = block * block;
+  std::vector<S> alone(shared.table.size()), dw_alone(w.size(), S(0));
+  const RotationTableShape sh1{sets, 2, 1, D, block};
+  std::vector<S> t1(std::size_t(sh1.table_size())), d1(t1.size());
+  for (int t = 0; t < rows; ++t) {
+    for (int s = 0; s < sets; ++s)
+      for (int e = 0; e < nb * bb; ++e)
+        d1[std::size_t(s * nb * bb + e)] = dt[std::size_t((s * rows + t) * nb * bb + e)];
+    cpu::rotation_table_forward(w.data(), pos.data() + 2 * t, t1.data(), sh1);
+    cpu::rotation_table_backward(w.data(), pos.data() + 2 * t, d1.data(), dw_alone.data(), sh1);
+    for (int s = 0; s < sets; ++s)
+      for (int e = 0; e < nb * bb; ++e)
+        alone[std::size_t((s * rows + t) * nb * bb + e)] = t1[std::size_t(s * nb * bb + e)];
+  }
+  auto max_diff = [](const auto& x, const auto& y) {
+    double e = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(double(x[i]) - double(y[i])));
+    return e;
+  };
+  auto max_abs = [](const auto& x) {
+    double e = 0;
+    for (auto v : x) e = std::max(e, std::abs(double(v)));
+    return e;
+  };
+  CHECK(max_diff(shared.table, alone) <= fwd_tol);
+  CHECK(max_diff(shared.dw, dw_alone) <= bwd_rel_tol * max_abs(dw_alone));
+  CHECK(max_diff(shared.table, poly.table) <= fwd_tol);
+  CHECK(max_diff(shared.dw, poly.dw) <= poly_bwd_rel_tol * max_abs(poly.dw));
+  // the CLS row (the origin) is the identity, exactly
+  for (int s = 0; s < sets; ++s)
+    for (int k = 0; k < nb; ++k)
+      for (int e = 0; e < bb; ++e)
+        CHECK(shared.table[std::size_t((s * rows) * nb * bb + k * bb + e)] == S(e % (block + 1) == 0 ? 1 : 0));
+}
+
+}  // namespace
+
+TEST_CASE("spectral path: rows sharing a direction give the tables and gradients of rows decomposed alone",
+          "[tables]") {
+  for (int block : {32, 64})
+    for (double scale : {0.05, 3.0, 300.0}) {
+      check_shared_rows<double>(block, scale, 1e-13 * std::max(1.0, 20 * scale), 1e-12 * std::max(1.0, 20 * scale),
+                                1e-11 * std::max(1.0, 20 * scale));
+      // float: the tables are double rounded once either way; the backward sums a class's 𝓛 before one float
+      // product instead of after
+      check_shared_rows<float>(block, scale, 1.2e-7, 2e-6, 1e-5 * std::max(1.0, 20 * scale));
+    }
+}
+
+TEST_CASE("spectral path: the backward is the adjoint of the forward on a grid (shared rows; cache hit and miss)",
+          "[tables]") {
+  for (int block : {32, 64}) {
+    INFO("block " << block);
+    const std::vector<double> pos = grid_with_cls<double>(4);
+    const RotationTableShape sh{2, 2, int(pos.size()) / 2, 64, block};
+    std::mt19937_64 g(block + 300);
+    std::uniform_real_distribution<double> u(-2, 2);
+    std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), dt(std::size_t(sh.table_size())),
+        tab(dt.size());
+    for (auto* x : {&w, &v, &dt})
+      for (auto& y : *x) y = u(g);
+    std::vector<double> dw_hit(w.size(), 0.0), dw_miss(w.size(), 0.0);
+    cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_hit.data(), sh);
+    const double h = 1e-6;
+    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
+    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
+    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
+    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
+    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);  // the cache holds wm's
+    CHECK(dw_miss == dw_hit);
+    double fd = 0, an = 0;
+    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
+    for (std::size_t i = 0; i < w.size(); ++i) an += dw_hit[i] * v[i];
+    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+  }
+}

@@ -11,8 +11,10 @@
 //
 // Blocks of 32 and 64 take the spectral path (below, and docs/math.md "The spectral path"): the real Schur form of
 // each generator in double (kSchurLanes generators at once, skew_schur_batch), exp through it, and a backward of
-// four products with the forward's Q and σ, which the forward keeps in a cache; forward + backward 2.2–2.7× cheaper than scaling and squaring at 64 (bench/README.md,
-// "Rotation tables: spectral against polynomial"). The rest of this
+// four products with the forward's Q and σ, which the forward keeps in a cache; forward + backward 2.2–2.7× cheaper
+// than scaling and squaring at 64 (bench/README.md, "Rotation tables: spectral against polynomial"). Rows whose
+// positions are exact positive multiples of one another (backend/position_classes.hpp: a grid's directions) share
+// one decomposition, A(c·p) = Q (c·Θ) Qᵀ, and in the backward one pair of outer products. The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
 // (evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float tables
@@ -33,6 +35,7 @@
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/cpu/gemm.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/backend/position_classes.hpp>
 #include <liere/pe/blocks.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
@@ -122,11 +125,13 @@ inline void check_table_shape(const RotationTableShape& s, const char* who) {
 
 // ---- The spectral path (blocks ≥ kSpectralMin): lie/skew_schur.hpp ---------------------------------------------
 // Forward: A in double, its real Schur form A = Q Θ Qᵀ (double), exp(A) = Q diag(Rot(σ)) Qᵀ rounded once to S.
-// Backward: dA = Q 𝓛(Qᵀ G Q) Qᵀ, four products in the precision of S with Q rounded to S. The forward keeps Q (in S)
-// and σ of every block in a cache (SchurCache) keyed by the shape and by the generators' and positions' values, bit
-// for bit; a backward whose inputs match takes them from there, any other decomposes again in double (the same
-// numbers: cache or not, the backward's result is the same). A block whose decomposition fails (non-finite input,
-// or no convergence) takes the polynomial path in both directions.
+// Backward: dA = Q 𝓛(Qᵀ G Q) Qᵀ, four products in the precision of S with Q rounded to S. Rows of one class
+// (position_classes: p_t = c_t·p_r, exactly) decompose A(p_r) once and use the angles c_t·σ; their backward sums
+// c_t·𝓛_t in double, then one Q (Σ) Qᵀ weighted by p_r. The forward keeps Q (in S) and σ of every (set, class,
+// block) in a cache (SchurCache) keyed by the shape and by the generators' and positions' values, bit for bit; a
+// backward whose inputs match takes them from there, any other decomposes again in double (the same numbers:
+// cache or not, the backward's result is the same). A class whose decomposition fails (non-finite input, or no
+// convergence) takes the polynomial path, row by row, in both directions.
 template <int N>
 inline constexpr bool kSpectralBlock = N >= 32;
 
@@ -190,84 +195,133 @@ struct SchurGroup {
 };
 inline bool spectral_method(TableMethod m) { return m == TableMethod::Auto || m == TableMethod::SpectralSingle; }
 
+// The spectral path's unit of work: a (set, class of rows, block) triple, classes by position_classes (rows whose
+// positions are exact positive multiples of one another share one decomposition: A(c·p) = Q (c·Θ) Qᵀ). Item
+// d = (set·classes + class)·blocks + block.
+struct SpectralItems {
+  const RotationTableShape& sh;
+  const PositionClasses& pc;
+  int nc, nb;
+  SpectralItems(const RotationTableShape& s, const PositionClasses& p)
+      : sh(s), pc(p), nc(p.num_classes()), nb(s.num_blocks()) {}
+  std::int64_t count() const { return std::int64_t(sh.sets) * nc * nb; }
+  int set(std::int64_t d) const { return int(d / (std::int64_t(nc) * nb)); }
+  int cls(std::int64_t d) const { return int((d / nb) % nc); }
+  int block(std::int64_t d) const { return int(d % nb); }
+  // where the item's block coordinates start in the generators (axis 0), as RotationTableShape::generator_offset
+  std::int64_t generator_offset(std::int64_t d) const {
+    return (std::int64_t(set(d)) * sh.dim * nb + block(d)) * sh.coords_per_block();
+  }
+  // the table matrix of row t for the item's set and block
+  std::int64_t matrix(std::int64_t d, int t) const { return (std::int64_t(set(d)) * sh.rows + t) * nb + block(d); }
+  const int* members_begin(std::int64_t d) const { return pc.members.data() + pc.start[std::size_t(cls(d))]; }
+  const int* members_end(std::int64_t d) const { return pc.members.data() + pc.start[std::size_t(cls(d)) + 1]; }
+  int rep(std::int64_t d) const { return pc.rep[std::size_t(cls(d))]; }
+};
+
+// σ_t = c·σ (m angles).
+inline void scale_angles(const double* sigma, int m, double c, double* out) {
+  for (int j = 0; j < m; ++j) out[j] = c * sigma[j];
+}
+
 template <int N, class S>
 void table_forward_spectral(const S* w, const S* pos, S* table, const RotationTableShape& sh) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2, L = kSchurLanes;
-  const int nb = sh.num_blocks(), dim = sh.dim;
-  const std::int64_t work = sh.num_matrices(), groups = (work + L - 1) / L;
-  const long axis_stride = long(nb) * ppb;
+  const int dim = sh.dim;
+  const PositionClasses pc = position_classes(pos, sh.rows, dim);
+  const SpectralItems it(sh, pc);
+  const std::int64_t items = it.count(), groups = (items + L - 1) / L;
+  const long axis_stride = long(it.nb) * ppb;
   SchurCache<S>& cache = schur_cache<S>();
   std::lock_guard<std::mutex> lock(cache.mu);
-  const bool keep = std::size_t(work) * (NN * sizeof(S) + N / 2 * sizeof(double) + 1) <= kSchurCacheBytes;
+  const bool keep = std::size_t(items) * (NN * sizeof(S) + N / 2 * sizeof(double) + 1) <= kSchurCacheBytes;
   cache.valid = false;
   if (keep) {
     cache.shape = sh;
     cache.generators.assign(w, w + sh.num_generators());
     cache.positions.assign(pos, pos + SchurCache<S>::num_positions(sh));
-    cache.q.resize(std::size_t(work) * NN);
-    cache.sigma.resize(std::size_t(work) * (N / 2));
-    cache.spectral.assign(std::size_t(work), 0);
+    cache.q.resize(std::size_t(items) * NN);
+    cache.sigma.resize(std::size_t(items) * (N / 2));
+    cache.spectral.assign(std::size_t(items), 0);
   }
-  // Groups of kSchurLanes consecutive blocks, decomposed together, round-robin over the threads.
+  // Groups of kSchurLanes consecutive items, decomposed together, round-robin over the threads; each item's rows
+  // then take exp through its form with their angles scaled.
 #pragma omp parallel if (groups > 1)
   {
-    std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 1 + 2 * L) + std::size_t(N) * L);
-    double *r = buf.data(), *scratch = r + NN, *as = scratch + NN * kernels::kExpWork, *qs = as + NN * L,
-           *sigs = qs + NN * L;
+    std::vector<double> buf(std::size_t(NN) * (kernels::kExpWork + 2 + 2 * L) + std::size_t(N) * (L + 1));
+    double *r = buf.data(), *a1 = r + NN, *scratch = a1 + NN, *as = scratch + NN * kernels::kExpWork, *qs = as + NN * L,
+           *sigs = qs + NN * L, *sig_t = sigs + N * L;
     SchurGroup<N> grp(as, qs, sigs);
 #pragma omp for schedule(static, 1)
     for (std::int64_t gi = 0; gi < groups; ++gi) {
-      const std::int64_t i0 = gi * L;
-      const int count = int(std::min<std::int64_t>(L, work - i0));
+      const std::int64_t d0 = gi * L;
+      const int count = int(std::min<std::int64_t>(L, items - d0));
       for (int j = 0; j < count; ++j) {
-        const std::int64_t i = i0 + j;
-        const S* ws = w + sh.generator_offset(i);
-
-        const int t = sh.position_row(i);
-        kernels::block_generator<N>(ws, axis_stride, pos + std::int64_t(t) * dim, dim, as + std::ptrdiff_t(j) * NN);
+        const std::int64_t d = d0 + j;
+        kernels::block_generator<N>(w + it.generator_offset(d), axis_stride, pos + std::int64_t(it.rep(d)) * dim, dim,
+                                    as + std::ptrdiff_t(j) * NN);
       }
       grp.decompose(count);
       for (int j = 0; j < count; ++j) {
-        const std::int64_t i = i0 + j;
-        S* out = table + i * NN;
-        if (grp.ok[j]) {
-          skew_schur_exp(grp.q[j], grp.sigma[j], N, r, scratch);
-          if (keep) {
-            S* qc = cache.q.data() + i * NN;
-            for (int e = 0; e < NN; ++e) qc[e] = S(grp.q[j][e]);
-            for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(i) * (N / 2) + std::size_t(e)] = grp.sigma[j][e];
-            cache.spectral[std::size_t(i)] = 1;
-          }
-        } else {
-          kernels::expm_skew<N, double, TableMul<N>>(as + std::ptrdiff_t(j) * NN, r, scratch, 0);
+        const std::int64_t d = d0 + j;
+        if (grp.ok[j] && keep) {
+          S* qc = cache.q.data() + d * NN;
+          for (int e = 0; e < NN; ++e) qc[e] = S(grp.q[j][e]);
+          for (int e = 0; e < N / 2; ++e) cache.sigma[std::size_t(d) * (N / 2) + std::size_t(e)] = grp.sigma[j][e];
+          cache.spectral[std::size_t(d)] = 1;
         }
-        for (int e = 0; e < NN; ++e) out[e] = S(r[e]);
+        for (const int* m = it.members_begin(d); m != it.members_end(d); ++m) {
+          const int t = *m;
+          if (grp.ok[j]) {
+            scale_angles(grp.sigma[j], N / 2, pc.scale[std::size_t(t)], sig_t);
+            skew_schur_exp(grp.q[j], sig_t, N, r, scratch);
+          } else {  // the row's own generator by scaling and squaring
+            kernels::block_generator<N>(w + it.generator_offset(d), axis_stride, pos + std::int64_t(t) * dim, dim, a1);
+            kernels::expm_skew<N, double, TableMul<N>>(a1, r, scratch, 0);
+          }
+          S* out = table + it.matrix(d, t) * NN;
+          for (int e = 0; e < NN; ++e) out[e] = S(r[e]);
+        }
       }
     }
   }
   cache.valid = keep;
 }
 
-// l = L(Aᵀ, g) from Q (n×n, rounded to S) and σ (n/2); the products by the GEMM library in S on the calling
-// thread; work: 2·n² values of S, half: n doubles. (Also the torch operators' backward, python/csrc.)
+// The adjoint through the Schur form in two halves (docs/math.md "The spectral path"), the products by the GEMM
+// library in S on the calling thread:
+//   schur_adjoint_inner   mm = 𝓛_σ(Qᵀ G Q)          work: n² values of S, half: n doubles
+//   schur_adjoint_outer   l = Q mm Qᵀ                 work: n² values of S
+// so that rows sharing Q sum their 𝓛 (each with its own angles) before one outer product.
 template <class S>
-void schur_adjoint(int n, const S* q, const double* sigma, const S* g, S* l, S* work, double* half) {
-  S *t = work, *mm = work + std::ptrdiff_t(n) * n;
-  gemm<S>(true, false, n, n, n, S(1), q, g, S(0), t);    // Qᵀ G
-  gemm<S>(false, false, n, n, n, S(1), t, q, S(0), mm);  // (Qᵀ G) Q
+void schur_adjoint_inner(int n, const S* q, const double* sigma, const S* g, S* mm, S* work, double* half) {
+  gemm<S>(true, false, n, n, n, S(1), q, g, S(0), work);    // Qᵀ G
+  gemm<S>(false, false, n, n, n, S(1), work, q, S(0), mm);  // (Qᵀ G) Q
   skew_schur_half_angles(sigma, n / 2, half, half + n / 2);
   skew_schur_divided(mm, n, sigma, half, half + n / 2);
-  gemm<S>(false, false, n, n, n, S(1), q, mm, S(0), t);  // Q 𝓛
-  gemm<S>(false, true, n, n, n, S(1), t, q, S(0), l);    // (Q 𝓛) Qᵀ
+}
+template <class S>
+void schur_adjoint_outer(int n, const S* q, const S* mm, S* l, S* work) {
+  gemm<S>(false, false, n, n, n, S(1), q, mm, S(0), work);  // Q 𝓛
+  gemm<S>(false, true, n, n, n, S(1), work, q, S(0), l);    // (Q 𝓛) Qᵀ
+}
+// l = L(Aᵀ, g) from Q (n×n, rounded to S) and σ (n/2); work: 2·n² values of S, half: n doubles. (Also the torch
+// operators' backward, python/csrc.)
+template <class S>
+void schur_adjoint(int n, const S* q, const double* sigma, const S* g, S* l, S* work, double* half) {
+  S* mm = work + std::ptrdiff_t(n) * n;
+  schur_adjoint_inner<S>(n, q, sigma, g, mm, work, half);
+  schur_adjoint_outer<S>(n, q, mm, l, work);
 }
 
 template <int N, class S>
 void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, const RotationTableShape& sh) {
-  constexpr int NN = N * N, ppb = N * (N - 1) / 2;
-  const int nb = sh.num_blocks(), dim = sh.dim;
-  constexpr int L = kSchurLanes;
-  const std::int64_t work = sh.num_matrices(), ng = sh.num_generators(), groups = (work + L - 1) / L;
-  const long axis_stride = long(nb) * ppb;
+  constexpr int NN = N * N, ppb = N * (N - 1) / 2, L = kSchurLanes;
+  const int dim = sh.dim;
+  const PositionClasses pc = position_classes(pos, sh.rows, dim);
+  const SpectralItems it(sh, pc);
+  const std::int64_t items = it.count(), ng = sh.num_generators(), groups = (items + L - 1) / L;
+  const long axis_stride = long(it.nb) * ppb;
   SchurCache<S>& cache = schur_cache<S>();
   std::lock_guard<std::mutex> lock(cache.mu);
   const bool hit = cache.matches(w, pos, sh);
@@ -277,41 +331,34 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
   {
     std::vector<double>& acc = partial[std::size_t(thread_id())];
     acc.assign(std::size_t(ng), 0.0);
-    // Groups of kSchurLanes consecutive blocks as in the forward: a group the cache lacks is decomposed again
+    // Groups of kSchurLanes consecutive items as in the forward: a group the cache lacks is decomposed again
     // together (each lane's numbers depend on its own matrix only, so they are the forward's).
-    std::vector<double> dbuf(std::size_t(NN) * 2 * L + std::size_t(N) * L + N);
-    double *ads = dbuf.data(), *qds = ads + NN * L, *sigs = qds + NN * L, *half = sigs + N * L;
+    std::vector<double> dbuf(std::size_t(NN) * (2 * L + 1) + std::size_t(N) * (L + 2));
+    double *ads = dbuf.data(), *qds = ads + NN * L, *msum = qds + NN * L, *sigs = msum + NN, *half = sigs + N * L,
+           *sig_t = half + N;
     SchurGroup<N> grp(ads, qds, sigs);
-    std::vector<S> buf(std::size_t(NN) * (kernels::kFrechetWork + 5));
-    S *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *qs = l + NN, *scratch = qs + NN;
+    std::vector<S> buf(std::size_t(NN) * (kernels::kFrechetWork + 6));
+    S *a = buf.data(), *g = a + NN, *r = g + NN, *l = r + NN, *qs = l + NN, *mm = qs + NN, *scratch = mm + NN;
 #pragma omp for schedule(static, 1)
     for (std::int64_t gi = 0; gi < groups; ++gi) {
-      const std::int64_t i0 = gi * L;
-      const int count = int(std::min<std::int64_t>(L, work - i0));
+      const std::int64_t d0 = gi * L;
+      const int count = int(std::min<std::int64_t>(L, items - d0));
       if (!hit) {
         for (int j = 0; j < count; ++j) {
-          const std::int64_t i = i0 + j;
-          const std::int64_t base = sh.generator_offset(i);
-
-          const int t = sh.position_row(i);
-          kernels::block_generator<N>(w + base, axis_stride, pos + std::int64_t(t) * dim, dim,
+          const std::int64_t d = d0 + j;
+          kernels::block_generator<N>(w + it.generator_offset(d), axis_stride, pos + std::int64_t(it.rep(d)) * dim, dim,
                                       ads + std::ptrdiff_t(j) * NN);
         }
         grp.decompose(count);
       }
       for (int j = 0; j < count; ++j) {
-        const std::int64_t i = i0 + j;
-        const std::int64_t base = sh.generator_offset(i);
-
-        const int t = sh.position_row(i);
-        const S* p = pos + std::int64_t(t) * dim;
-        const S* gi_ = dtable + i * NN;
+        const std::int64_t d = d0 + j, base = it.generator_offset(d);
         const S* q = nullptr;
         const double* sigma = nullptr;
         if (hit) {
-          if (cache.spectral[std::size_t(i)]) {
-            q = cache.q.data() + i * NN;
-            sigma = cache.sigma.data() + std::size_t(i) * (N / 2);
+          if (cache.spectral[std::size_t(d)]) {
+            q = cache.q.data() + d * NN;
+            sigma = cache.sigma.data() + std::size_t(d) * (N / 2);
           }
         } else if (grp.ok[j]) {
           for (int e = 0; e < NN; ++e) qs[e] = S(grp.q[j][e]);
@@ -319,15 +366,37 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
           sigma = grp.sigma[j];
         }
         if (q) {
-          schur_adjoint<S>(N, q, sigma, gi_, l, scratch, half);
-        } else {
+          // Σ_t p_t·L_t = p_rep·Q (Σ_t c_t 𝓛_t) Qᵀ over the class's rows t (p_t = c_t·p_rep): the 𝓛 summed in
+          // double, one outer product.
+          const int* m0 = it.members_begin(d);
+          const int* m1 = it.members_end(d);
+          for (const int* m = m0; m != m1; ++m) {
+            const double c = pc.scale[std::size_t(*m)];
+            scale_angles(sigma, N / 2, c, sig_t);
+            schur_adjoint_inner<S>(N, q, sig_t, dtable + it.matrix(d, *m) * NN, mm, scratch, half);
+            if (m == m0)
+              for (int e = 0; e < NN; ++e) msum[e] = c * double(mm[e]);
+            else
+              for (int e = 0; e < NN; ++e) msum[e] += c * double(mm[e]);
+          }
+          if (m1 - m0 > 1)
+            for (int e = 0; e < NN; ++e) mm[e] = S(msum[e]);
+          schur_adjoint_outer<S>(N, q, mm, l, scratch);
+          const S* p = pos + std::int64_t(it.rep(d)) * dim;
+          for (int ax = 0; ax < dim; ++ax)
+            kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
+          continue;
+        }
+        for (const int* m = it.members_begin(d); m != it.members_end(d); ++m) {  // each row by scaling and squaring
+          const S* p = pos + std::int64_t(*m) * dim;
+          const S* gt = dtable + it.matrix(d, *m) * NN;
           kernels::block_generator<N>(w + base, axis_stride, p, dim, a);
-          for (int e = 0; e < NN; ++e) g[e] = gi_[e];
+          for (int e = 0; e < NN; ++e) g[e] = gt[e];
           kernels::detail::transpose<N>(a, r);  // Aᵀ
           kernels::expm_frechet_skew<N, S, TableMul<N>>(r, g, a, l, scratch);
+          for (int ax = 0; ax < dim; ++ax)
+            kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
         }
-        for (int ax = 0; ax < dim; ++ax)
-          kernels::skew_adjoint_add<N>(l, double(p[ax]), acc.data() + base + std::int64_t(ax) * axis_stride);
       }
     }
   }
