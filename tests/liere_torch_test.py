@@ -339,6 +339,34 @@ class RotationTables(unittest.TestCase):
                     with self.subTest(b=b, norm=norm, grad=name):
                         self.assertLessEqual(err, bound)
 
+    def test_positions_sharing_a_direction(self):
+        # A CLS token at the origin and a 5 x 5 grid in [0, 1]: 26 positions in 14 classes of exact positive multiples,
+        # which share one decomposition at b >= 32 (backend/position_classes.hpp). Values and both gradients as for
+        # positions in general (against the eigendecomposition and matrix_exp's autograd); float32 the rounding of
+        # float64 on the same inputs; the origin's tables exactly I.
+        gen = torch.Generator().manual_seed(13)
+        g = torch.linspace(0, 1, 5, dtype=F64)
+        pos = torch.cat([torch.zeros(1, 2, dtype=F64), torch.cartesian_prod(g, g)])
+        for b in (32, 64):
+            for scale in (0.1, 3.0):
+                w = (torch.randn(2, 3, b, b, dtype=F64, generator=gen) * scale).requires_grad_(True)
+                p = pos.clone().requires_grad_(True)
+                c = torch.randn(26, 3, b, b, dtype=F64, generator=gen)
+                bases = w - w.mT
+                r = liere_torch.rotation_tables(bases, p)
+                with self.subTest(b=b, scale=scale):
+                    self.assertLessEqual((r - self.reference(bases, p, exact_exp)).abs().max().item(),
+                                         1e-12 * max(1.0, 20 * scale))
+                    self.assertTrue(torch.equal(r[0].detach(), torch.eye(b, dtype=F64).expand(3, b, b)))
+                    gl = torch.autograd.grad((r * c).sum(), (w, p))
+                    gt = torch.autograd.grad((self.reference(w - w.mT, p) * c).sum(), (w, p))
+                    for name, x, y in (("bases", gl[0], gt[0]), ("positions", gl[1], gt[1])):
+                        err = ((x - y).abs().max() / y.abs().max()).item()
+                        self.assertLess(err, 1e-10, name)
+                    r32 = liere_torch.rotation_tables(bases.detach().float(), pos.float())
+                    r64 = liere_torch.rotation_tables(bases.detach().float().double(), pos.float().double())
+                    self.assertLessEqual((r32.double() - r64).abs().max().item(), 2.0**-24)
+
     def test_float32_orthogonality_to_norm_1e4(self):
         gen = torch.Generator().manual_seed(8)
         for b in BLOCKS:

@@ -27,6 +27,7 @@
 // tensor gets an error that says so.
 #include <liere/backend/cpu/rotation_table.hpp>
 #include <liere/backend/kernels/matrix_exp.hpp>
+#include <liere/backend/position_classes.hpp>
 #include <liere/core/config.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/lie/skew_schur.hpp>
@@ -417,28 +418,57 @@ void tables_forward(const T* bases, const T* pos, T* r, std::int64_t d, std::int
       for (std::int64_t v = 0; v < b; ++v)
         s[j * bb + u * b + v] = 0.5 * (double(bases[j * bb + u * b + v]) - double(bases[j * bb + v * b + u]));
   if (q && spectral_size(b)) {
+    // One decomposition per (class, set): positions that are exact positive multiples of one another (p_t = c·p_r)
+    // share A(p_r)'s Schur form with their angles times c (backend/position_classes.hpp); every position keeps its
+    // own Q, σ for the backward.
     constexpr std::int64_t L = liere::kSchurLanes;
-    const std::int64_t nm = np * ns;
+    const liere::PositionClasses pc = liere::position_classes(pos, int(np), int(d));
+    const std::int64_t nm = std::int64_t(pc.num_classes()) * ns;
+    const auto form = [&](std::int64_t t, std::int64_t k, double* ad) {  // A(p_t) of set k in double
+      std::fill(ad, ad + bb, 0.0);
+      for (std::int64_t i = 0; i < d; ++i) {
+        const double p = double(pos[t * d + i]);
+        const double* si = s.data() + (i * ns + k) * bb;
+        for (std::int64_t e = 0; e < bb; ++e) ad[e] += p * si[e];
+      }
+    };
     at::parallel_for(0, (nm + L - 1) / L, 1, [&](std::int64_t begin, std::int64_t end) {  // groups of L tables
       SpectralBuffers buf(b);
       T *rp[L], *qp[L];
       double* sp[L];
+      std::vector<double> scaled(std::size_t(b / 2));
       for (std::int64_t gi = begin; gi < end; ++gi) {
         const int count = int(std::min(L, nm - gi * L));
         for (int j = 0; j < count; ++j) {
-          const std::int64_t w = gi * L + j, t = w / ns, k = w % ns;
-          double* ad = buf.generator(j);
-          std::fill(ad, ad + bb, 0.0);
-          for (std::int64_t i = 0; i < d; ++i) {
-            const double p = double(pos[t * d + i]);
-            const double* si = s.data() + (i * ns + k) * bb;
-            for (std::int64_t e = 0; e < bb; ++e) ad[e] += p * si[e];
-          }
+          const std::int64_t c = (gi * L + j) / ns, k = (gi * L + j) % ns, w = pc.rep[std::size_t(c)] * ns + k;
+          form(pc.rep[std::size_t(c)], k, buf.generator(j));
           rp[j] = r + w * bb;
           qp[j] = q + w * bb;
           sp[j] = sigma + w * (b / 2);
         }
         spectral_exp_group<T>(count, buf, rp, qp, sp);
+        for (int j = 0; j < count; ++j) {  // the other rows of each class (buf.q still holds its Q in double)
+          const std::int64_t c = (gi * L + j) / ns, k = (gi * L + j) % ns;
+          for (int m = pc.start[std::size_t(c)] + 1; m < pc.start[std::size_t(c) + 1]; ++m) {
+            const std::int64_t t = pc.members[std::size_t(m)], w = t * ns + k;
+            T* rt = r + w * bb;
+            double* st = sigma + w * (b / 2);
+            if (!(sp[j][0] == sp[j][0])) {  // the class's decomposition failed: each row by liere::exp, marked
+              using Dyn = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+              form(t, k, buf.generator(j));
+              const Dyn ex = liere::exp(Eigen::MatrixXd(Eigen::Map<const Dyn>(buf.generator(j), b, b)));
+              for (std::int64_t e = 0; e < bb; ++e) rt[e] = T(ex.data()[e]);
+              st[0] = std::numeric_limits<double>::quiet_NaN();
+              continue;
+            }
+            const double ct = pc.scale[std::size_t(t)];
+            for (std::int64_t e = 0; e < b / 2; ++e) st[e] = scaled[std::size_t(e)] = ct * sp[j][e];
+            liere::skew_schur_exp(buf.q.data() + std::size_t(j) * std::size_t(bb), scaled.data(), int(b),
+                                  buf.r.data(), buf.work.data());
+            for (std::int64_t e = 0; e < bb; ++e) rt[e] = T(buf.r[std::size_t(e)]);
+            std::copy(qp[j], qp[j] + bb, q + w * bb);
+          }
+        }
       }
     });
     return;
