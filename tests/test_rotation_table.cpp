@@ -770,6 +770,16 @@ TEST_CASE("position classes: grids, lines, random rows, zeros, NaN and one ulp o
     pos[18] = 2 * pos[16], pos[19] = std::nextafter(2 * pos[17], 10.f);  // row 9: one ulp off
     const PositionClasses pc = position_classes(pos.data(), 40, 2);
     CHECK(pc.num_classes() == 39);
+    // double rows whose cross products underflow (4e-400 rounds to 0) or overflow are not grouped, though each
+    // pair here is exactly collinear (2·fl(x) = fl(2x)); products near 1 are taken exactly
+    const std::vector<double> tiny{1e-200, 2e-200, 2e-200, 4e-200}, huge{1e200, 2e200, 2e200, 4e200};
+    CHECK(position_classes(tiny.data(), 2, 2).num_classes() == 2);
+    CHECK(position_classes(huge.data(), 2, 2).num_classes() == 2);
+    // row 2 joins row 0 (products near 2); row 1 cannot (products near 4e-400)
+    const std::vector<double> mixed{1e-200, 2e-200, 2e-200, 4e-200, 1e200, 2e200};
+    CHECK(position_classes(mixed.data(), 3, 2).num_classes() == 2);
+    const std::vector<double> fine{1e-100, 2e-100, 3e-100, 6e-100, 1e100, 2e100, 3e100, 6e100};
+    CHECK(position_classes(fine.data(), 4, 2).num_classes() == 1);
     check_classes_exact(pos, 2, pc);
     int with_seven = -1;
     for (int c = 0; c < pc.num_classes(); ++c)

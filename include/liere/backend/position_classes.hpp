@@ -7,10 +7,11 @@
 // has 37 directions among its 63 nonzero points, a 1D sequence one, a 3D grid of tubelets far fewer than its points.
 //
 // Exact means bit for bit in the positions' own type: p_{t,a}·p_{r,b} = p_{t,b}·p_{r,a} for every pair of axes, each
-// product taken exactly (its rounded value and its rounding error, std::fma), and p_t·p_r > 0. Rows are bucketed by
-// their positions divided by the largest |p_a| (the same rounded numbers for exactly collinear rows: the same real
-// quotients, rounded once), sorted, and each row of a bucket checked exactly against the bucket's classes: no
-// tolerance, so a position off a direction by one unit in the last place is a class of its own. Rows of all zeros
+// product taken exactly (its rounded value and its rounding error, std::fma), and p_t·p_r > 0 (double positions
+// whose products overflow or come near underflow are not grouped). Rows are bucketed by their positions divided by
+// the largest |p_a| (the same rounded numbers for exactly collinear rows: the same real quotients, rounded once),
+// sorted, and each row of a bucket checked exactly against the bucket's classes: no tolerance, so a position off a
+// direction by one unit in the last place is a class of its own. Rows of all zeros
 // form one class (the identity: a CLS token at the origin); a row with a NaN or ±Inf is a class of its own.
 // Members keep the row order; the classes are ordered by their first row, so the grouping is deterministic.
 #pragma once
@@ -19,6 +20,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -34,12 +36,25 @@ struct PositionClasses {
 
 namespace detail {
 
-// a·b as the pair (rounded product, its rounding error): equal pairs ⇔ equal exact products.
+// a·b as the pair (rounded product, its rounding error), false where that pair is not exact: a product that
+// overflows, or one so small that its error term would underflow (only for double inputs below about 1e-146).
+template <class S>
+inline bool exact_product(S a, S b, double& hi, double& lo) {
+  hi = double(a) * double(b);
+  lo = 0;
+  if (a == S(0) || b == S(0)) return true;
+  constexpr double kSafe = std::numeric_limits<double>::min() * 0x1p54;
+  if (!(std::abs(hi) >= kSafe && std::abs(hi) <= std::numeric_limits<double>::max())) return false;
+  lo = std::fma(double(a), double(b), -hi);
+  return true;
+}
+
+// a·b = c·d exactly (equal pairs ⇔ equal exact products); false where either product cannot be taken exactly.
 template <class S>
 inline bool exact_products_equal(S a, S b, S c, S d) {
-  const double x = double(a) * double(b), y = double(c) * double(d);
-  if (x != y) return false;
-  return std::fma(double(a), double(b), -x) == std::fma(double(c), double(d), -y);
+  double x, ex, y, ey;
+  if (!exact_product(a, b, x, ex) || !exact_product(c, d, y, ey)) return false;
+  return x == y && ex == ey;
 }
 
 // p_t = c·p_r exactly for some c > 0 (both rows finite and nonzero).
