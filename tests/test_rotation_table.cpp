@@ -569,6 +569,20 @@ OpRun<S> run_op(const RotationTableShape& sh, const std::vector<S>& w, const std
   return r;
 }
 
+// max |x_i − y_i| and max |x_i| of two tables or gradients, in double.
+template <class X, class Y>
+double max_diff(const X& x, const Y& y) {
+  double e = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(double(x[i]) - double(y[i])));
+  return e;
+}
+template <class X>
+double max_abs(const X& x) {
+  double e = 0;
+  for (auto v : x) e = std::max(e, std::abs(double(v)));
+  return e;
+}
+
 // The spectral op against the polynomial op (same precision), and in float against the spectral op in double on the
 // same (float) inputs; every table block orthogonal; and the cache: a backward whose forward was another one (the
 // cache holds other inputs) decomposes again and gives the same gradient bit for bit.
@@ -585,16 +599,6 @@ void check_spectral_op(int block, double scale, double fwd_tol, double bwd_rel_t
   for (auto& x : dt) x = S(u(g));
   const OpRun<S> sp = run_op(sh, w, pos, dt, cpu::TableMethod::Auto);
   const OpRun<S> po = run_op(sh, w, pos, dt, cpu::TableMethod::Polynomial);
-  auto max_diff = [](const auto& x, const auto& y) {
-    double e = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(double(x[i]) - double(y[i])));
-    return e;
-  };
-  auto max_abs = [](const auto& x) {
-    double e = 0;
-    for (auto v : x) e = std::max(e, std::abs(double(v)));
-    return e;
-  };
   CHECK(max_diff(sp.table, po.table) <= fwd_tol);
   CHECK(max_diff(sp.dw, po.dw) <= bwd_rel_tol * max_abs(po.dw));
   // one decomposition at a time (skew_schur) against kSchurLanes at once (skew_schur_batch): rounding apart
@@ -620,6 +624,32 @@ void check_spectral_op(int block, double scale, double fwd_tol, double bwd_rel_t
   cpu::rotation_table_forward(w2.data(), pos.data(), other.data(), sh);  // the cache now holds w2's forms
   cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw2.data(), sh);
   CHECK(dw2 == sp.dw);
+}
+
+// The dot-product test of the op's backward right after its forward (the cached Schur forms), on the given positions
+// (random w, direction and table gradient from seed); then the same backward after other forwards, when the cache
+// holds other inputs and the group is decomposed again: the same gradient bit for bit.
+void check_adjoint_after_forward(const RotationTableShape& sh, const std::vector<double>& pos, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), dt(std::size_t(sh.table_size())),
+      tab(dt.size());
+  for (auto* x : {&w, &v, &dt})
+    for (auto& y : *x) y = u(g);
+  std::vector<double> dw_hit(w.size(), 0.0), dw_miss(w.size(), 0.0);
+  cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_hit.data(), sh);
+  const double h = 1e-6;
+  std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
+  for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
+  cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
+  cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);  // the cache holds wm's
+  CHECK(dw_miss == dw_hit);
+  double fd = 0, an = 0;
+  for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
+  for (std::size_t i = 0; i < w.size(); ++i) an += dw_hit[i] * v[i];
+  CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
 }
 
 }  // namespace
@@ -650,22 +680,9 @@ TEST_CASE("spectral path: the op's backward is the adjoint of its forward after 
     const RotationTableShape sh{2, 3, 4, 64, block};
     std::mt19937_64 g(block + 200);
     std::uniform_real_distribution<double> u(-2, 2);
-    std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), pos(std::size_t(sh.rows) * sh.dim),
-        dt(std::size_t(sh.table_size())), tab(dt.size());
-    for (auto* x : {&w, &v, &pos, &dt})
-      for (auto& y : *x) y = u(g);
-    std::vector<double> dw(w.size(), 0.0);
-    cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
-    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
-    const double h = 1e-6;
-    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
-    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
-    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
-    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
-    double fd = 0, an = 0;
-    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
-    for (std::size_t i = 0; i < w.size(); ++i) an += dw[i] * v[i];
-    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+    std::vector<double> pos(std::size_t(sh.rows) * sh.dim);
+    for (auto& y : pos) y = u(g);
+    check_adjoint_after_forward(sh, pos, block + 201);
   }
 }
 
@@ -823,16 +840,6 @@ void check_shared_rows(int block, double scale, double fwd_tol, double bwd_rel_t
       for (int e = 0; e < nb * bb; ++e)
         alone[std::size_t((s * rows + t) * nb * bb + e)] = t1[std::size_t(s * nb * bb + e)];
   }
-  auto max_diff = [](const auto& x, const auto& y) {
-    double e = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(double(x[i]) - double(y[i])));
-    return e;
-  };
-  auto max_abs = [](const auto& x) {
-    double e = 0;
-    for (auto v : x) e = std::max(e, std::abs(double(v)));
-    return e;
-  };
   CHECK(max_diff(shared.table, alone) <= fwd_tol);
   CHECK(max_diff(shared.dw, dw_alone) <= bwd_rel_tol * max_abs(dw_alone));
   CHECK(max_diff(shared.table, poly.table) <= fwd_tol);
@@ -863,26 +870,6 @@ TEST_CASE("spectral path: the backward is the adjoint of the forward on a grid (
   for (int block : {32, 64}) {
     INFO("block " << block);
     const std::vector<double> pos = grid_with_cls<double>(4);
-    const RotationTableShape sh{2, 2, int(pos.size()) / 2, 64, block};
-    std::mt19937_64 g(block + 300);
-    std::uniform_real_distribution<double> u(-2, 2);
-    std::vector<double> w(std::size_t(sh.num_generators())), v(w.size()), dt(std::size_t(sh.table_size())),
-        tab(dt.size());
-    for (auto* x : {&w, &v, &dt})
-      for (auto& y : *x) y = u(g);
-    std::vector<double> dw_hit(w.size(), 0.0), dw_miss(w.size(), 0.0);
-    cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
-    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_hit.data(), sh);
-    const double h = 1e-6;
-    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
-    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
-    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
-    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
-    cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);  // the cache holds wm's
-    CHECK(dw_miss == dw_hit);
-    double fd = 0, an = 0;
-    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
-    for (std::size_t i = 0; i < w.size(); ++i) an += dw_hit[i] * v[i];
-    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+    check_adjoint_after_forward(RotationTableShape{2, 2, int(pos.size()) / 2, 64, block}, pos, block + 300);
   }
 }
