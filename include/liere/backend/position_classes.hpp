@@ -11,9 +11,9 @@
 // whose products overflow or come near underflow are not grouped). Rows are bucketed by their positions divided by
 // the largest |p_a| (the same rounded numbers for exactly collinear rows: the same real quotients, rounded once),
 // sorted, and each row of a bucket checked exactly against the bucket's classes: no tolerance, so a position off a
-// direction by one unit in the last place is a class of its own. Rows of all zeros
-// form one class (the identity: a CLS token at the origin); a row with a NaN or ±Inf is a class of its own.
-// Members keep the row order; the classes are ordered by their first row, so the grouping is deterministic.
+// direction by one unit in the last place is a class of its own. Rows of all zeros form one class (the identity: a
+// CLS token at the origin); a row with a NaN or ±Inf is a class of its own. Members keep the row order; the classes
+// are ordered by their first row, so the grouping is deterministic.
 #pragma once
 
 #include <algorithm>
