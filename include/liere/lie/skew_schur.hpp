@@ -800,13 +800,21 @@ LIERE_SKEW_SCHUR_INLINE void skew_schur_exp(const double* q_in, const double* si
 LIERE_SKEW_SCHUR_INLINE void skew_schur_exp(const double* q_in, const double* sigma, int n, double* r, double* work) {
   using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const int m = n / 2;
-  const Eigen::Map<const RowMat> q(q_in, n, n);
-  Eigen::Map<RowMat> w(work, n, n);
+  double cs[kSchurMaxN];  // cos σ_j, then sin σ_j
   for (int j = 0; j < m; ++j) {
-    const double c = std::cos(sigma[j]), s = std::sin(sigma[j]);
-    w.col(j) = c * q.col(j) - s * q.col(m + j);
-    w.col(m + j) = s * q.col(j) + c * q.col(m + j);
+    cs[j] = std::cos(sigma[j]);
+    cs[m + j] = std::sin(sigma[j]);
   }
+  // W = [X C − Y S, X S + Y C], row by row (contiguous in the row-major Q and W)
+  for (int i = 0; i < n; ++i) {
+    const double* x = q_in + std::ptrdiff_t(i) * n;
+    double* wr = work + std::ptrdiff_t(i) * n;
+    for (int j = 0; j < m; ++j) {
+      wr[j] = cs[j] * x[j] - cs[m + j] * x[m + j];
+      wr[m + j] = cs[m + j] * x[j] + cs[j] * x[m + j];
+    }
+  }
+  const Eigen::Map<const RowMat> q(q_in, n, n), w(work, n, n);
   Eigen::Map<RowMat>(r, n, n).noalias() = w * q.transpose();
 }
 #endif
