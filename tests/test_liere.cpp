@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <liere/liere.hpp>
+#include <limits>
 #include <numbers>
 
 #include "test_util.hpp"
@@ -299,6 +300,90 @@ TEST_CASE("rotate applies a table to (B, T, H, D) buffers; rotate_backward is it
         }
       }
     }
+  }
+}
+
+namespace {
+// cpu::rotate / rotate_backward for blocks above 16 with a table shared by the batch (the row panels of
+// backend/cpu/row_panels.hpp and the dR GEMMs), in the attention's geometry: q in a packed qkv buffer (token stride
+// 3·H·D, values of k and v between the rows), outputs in another layout. Reference: the sums written out in long
+// double. Batches of 1, 11 and 13 rows give full panels (4 rows under AVX-512, 3 under AVX2, 8 at b = 32 in
+// float), the prefetch and the remainder rows.
+template <class S>
+void check_large_block_rotation(int block, int batch, int head) {
+  CAPTURE(block, batch, head);
+  const int T = 3, H = 2, D = 64, nb = D / block, ld = 3 * H * D;
+  const liere::HeadsLayout xl{std::int64_t(T) * ld, ld}, yl = liere::HeadsLayout::contiguous(T, H, D);
+  auto filled = [](std::size_t n) {
+    std::vector<S> v(n);
+    for (S& e : v) e = S(normal());
+    return v;
+  };
+  const std::vector<S> r = filled(std::size_t(T) * nb * block * block), qkv = filled(std::size_t(batch) * T * ld);
+  const std::vector<S> dy = filled(std::size_t(batch) * T * H * D), dx0 = filled(qkv.size()), dr0 = filled(r.size());
+  const liere::RotationTableView<const S> table{r.data(), T, D, block};
+  const S nan = std::numeric_limits<S>::quiet_NaN();
+  std::vector<S> y(dy.size(), nan), dx = dx0, dr = dr0;
+  liere::cpu::rotate<S>(table, qkv.data(), xl, y.data(), yl, batch, T, H, head);
+  liere::cpu::rotate_backward<S>(table, qkv.data(), xl, dy.data(), yl, dx.data(), xl,
+                                 liere::RotationTableView<S>{dr.data(), T, D, block}, batch, T, H, head);
+  // reference
+  std::vector<long double> dr_ref(dr0.begin(), dr0.end());
+  double ey = 0, edx = 0, edr = 0;
+  bool untouched = true;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        const S* x = qkv.data() + b * xl.batch + t * xl.token + h * D;
+        const std::size_t yo = std::size_t(b * yl.batch + t * yl.token + h * D), xo = std::size_t(x - qkv.data());
+        if (head != liere::kAllHeads && h != head) {
+          for (int i = 0; i < D; ++i)
+            untouched = untouched && std::isnan(y[yo + i]) && dx[xo + i] == dx0[xo + i];
+          continue;
+        }
+        for (int k = 0; k < nb; ++k) {
+          const S* blk = table.block_data(t, k);
+          for (int i = 0; i < block; ++i) {
+            long double fy = 0, fx = dx0[xo + k * block + i];
+            for (int j = 0; j < block; ++j) {
+              fy += (long double)blk[i * block + j] * x[k * block + j];
+              fx += (long double)blk[j * block + i] * dy[yo + k * block + j];
+              dr_ref[std::size_t(t) * nb * block * block + std::size_t(k) * block * block + i * block + j] +=
+                  (long double)dy[yo + k * block + i] * x[k * block + j];
+            }
+            ey = std::max(ey, double(std::abs(y[yo + k * block + i] - fy)));
+            edx = std::max(edx, double(std::abs(dx[xo + k * block + i] - fx)));
+          }
+        }
+      }
+  for (std::size_t i = 0; i < dr.size(); ++i) edr = std::max(edr, double(std::abs(dr[i] - dr_ref[i])));
+  // the packed buffer's k and v columns keep their values
+  for (std::size_t i = 0; i < dx.size(); ++i) untouched = untouched && (i % ld < std::size_t(H * D) || dx[i] == dx0[i]);
+  // sums of `block` (dR: batch·heads) products of N(0, 1) values: a few units of rounding times the sum's size
+  const double u = std::numeric_limits<S>::epsilon(), tol = 8 * u * block, tol_dr = 8 * u * std::max(block, batch * H);
+  CHECK(untouched);
+  CHECK(ey <= tol);
+  CHECK(edx <= tol);
+  CHECK(edr <= tol_dr);
+  // in place: y = R·y
+  if (head == liere::kAllHeads) {
+    std::vector<S> inplace(dy.size());
+    for (int b = 0; b < batch; ++b)
+      for (int t = 0; t < T; ++t)
+        std::copy_n(qkv.data() + b * xl.batch + t * xl.token, H * D, inplace.data() + b * yl.batch + t * yl.token);
+    liere::cpu::rotate<S>(table, inplace.data(), yl, inplace.data(), yl, batch, T, H);
+    CHECK(inplace == y);
+  }
+}
+}  // namespace
+
+TEST_CASE("cpu::rotate and rotate_backward for blocks of 32 and 64 (row panels) in the attention's strided layout",
+          "[liere][rotate]") {
+  const int block = GENERATE(32, 64);
+  const int batch = GENERATE(1, 11, 13);
+  for (int head : {liere::kAllHeads, 1}) {
+    check_large_block_rotation<float>(block, batch, head);
+    check_large_block_rotation<double>(block, batch, head);
   }
 }
 

@@ -1,5 +1,6 @@
-// liere/backend/rotate_gemms.hpp — a shared rotation table applied as strided-batched GEMMs: the products both
-// backends run for large blocks.
+// liere/backend/rotate_gemms.hpp — a shared rotation table applied as strided-batched GEMMs: the products the GPU
+// runs for large blocks (the CPU runs rotate_grad_gemms; its forward and dx products are row panels,
+// backend/cpu/row_panels.hpp).
 //
 // A table shared by the batch (one row per rotated token, R(t) block-diagonal with D/b blocks of b × b, stored
 // row-major as (T, D/b, b, b): pe/rotation_table.hpp) applied to one head's rows of (B, T, ·) buffers, each with
@@ -17,7 +18,7 @@
 //
 //   gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, GemmBatch{count, a, b, c})   (alpha 1)
 //
-// the CPU (backend/cpu/rotate.hpp) runs the batch's products on its threads through cpu::gemm, the GPU
+// the CPU (backend/cpu/rotate.hpp) runs rotate_grad_gemms' products on its threads through cpu::gemm, the GPU
 // (backend/cuda/attention.cu) as one cublasSgemmStridedBatched. Only pointer arithmetic happens here, so the
 // pointers may be device pointers. Every product writes distinct memory within a batch (its own token's rows,
 // or its own dR(t)); the calls for several heads into one dR follow each other in order.

@@ -9,16 +9,18 @@
 //   rotate_backward  dx[b,t,h,:] += R(t)ᵀ · dy[b,t,h,:],   dR(t) += Σ_b,h dy xᵀ   (both accumulate)
 //
 // Blocks up to kRowKernelMaxBlock are applied row by row with fixed-size products, R(t) held in L1 across the
-// batch; larger ones, with a table shared by the batch, as the strided-batched GEMMs of backend/rotate_gemms.hpp
-// (one product per (token, block) over the batch's rows, in place on the strided buffers: the GPU runs the same
-// products on cuBLAS), the tokens' products spread over the threads. The row kernels are also used by the fused
-// attention path (backend/cpu/attention.hpp).
+// batch; larger ones, with a table shared by the batch, as one product per (token, block) over the batch's rows,
+// in place on the strided buffers, the tokens' products spread over the threads: y = X·R(t)ᵀ and dx += dY·R(t)
+// as row panels in registers (backend/cpu/row_panels.hpp: these rows are a sequence apart, memory-bound, and the
+// forward is a transposed product), dR(t) += dYᵀ·X as the GEMMs of backend/rotate_gemms.hpp (the GPU runs all
+// three there, on cuBLAS). The row kernels are also used by the fused attention path (backend/cpu/attention.hpp).
 #pragma once
 
 #include <liere/core/eigen.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <liere/backend/cpu/gemm.hpp>
+#include <liere/backend/cpu/row_panels.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 #include <liere/backend/types.hpp>
 #include <liere/core/config.hpp>
@@ -41,7 +43,7 @@ void check_rotate_args(const RotationTableView<const Scalar>& table, int batch, 
                    << batch << "); expected " << tokens << " or " << batch * tokens << " rows");
 }
 
-// Blocks up to this size go through the row kernels below, larger ones through rotate_gemms.hpp.
+// Blocks up to this size go through the row kernels below, larger ones through row_panels.hpp and rotate_gemms.hpp.
 inline constexpr int kRowKernelMaxBlock = kGemmRotationAbove;
 
 template <int Block, class Scalar>
@@ -134,24 +136,41 @@ void rotate_impl(const RotationTableView<const Scalar>& table, const Scalar* x, 
   using Vec = Eigen::Matrix<Scalar, Block, 1>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1, nh = h1 - h0;
-  if (table.tokens == tokens && Block > kRowKernelMaxBlock) {
-    // Shared table, large blocks: per head, one strided batch of GEMMs per block. In place (y is x), the head's
-    // rows go through a contiguous copy first.
-    std::vector<Scalar> copy;
-    const HeadsLayout cl = HeadsLayout::contiguous(tokens, 1, d);
-    for (int h = h0; h < h1; ++h) {
-      const Scalar* xh = x + std::int64_t(h) * d;
-      HeadsLayout xhl = xl;
-      if (x == y) {
-        copy.resize(std::size_t(batch) * tokens * d);
-        for (int b = 0; b < batch; ++b)
-          for (int t = 0; t < tokens; ++t)
-            std::copy_n(xh + b * xl.batch + t * xl.token, d, copy.data() + b * cl.batch + t * cl.token);
-        xh = copy.data(), xhl = cl;
+  if constexpr (Block > kRowKernelMaxBlock) {
+    if (table.tokens == tokens) {
+      // Shared table, large blocks: per head, one product of the batch's rows by R(t)'s block transposed for each
+      // (token, block), row_panels.hpp, spread over the threads. In place (y is x), the head's rows go through a
+      // contiguous copy first.
+      std::vector<Scalar> copy;
+      const HeadsLayout cl = HeadsLayout::contiguous(tokens, 1, d);
+      const std::int64_t work = std::int64_t(tokens) * nb;
+      for (int h = h0; h < h1; ++h) {
+        const Scalar* xh = x + std::int64_t(h) * d;
+        Scalar* yh = y + std::int64_t(h) * d;
+        HeadsLayout xhl = xl;
+        if (x == y) {
+          copy.resize(std::size_t(batch) * tokens * d);
+          for (int b = 0; b < batch; ++b)
+            for (int t = 0; t < tokens; ++t)
+              std::copy_n(xh + b * xl.batch + t * xl.token, d, copy.data() + b * cl.batch + t * cl.token);
+          xh = copy.data(), xhl = cl;
+        }
+#pragma omp parallel
+        {
+          RowMat rt;  // R(t)'s block k transposed: y = x·Rᵀ
+#pragma omp for schedule(static)
+          for (std::int64_t w = 0; w < work; ++w) {
+            const int t = int(w / nb), k = int(w % nb);
+            rt = Eigen::Map<const RowMat>(table.block_data(t, k)).transpose();
+            rows_times_block<Block>(batch, xh + t * xhl.token + k * Block, xhl.batch, rt.data(),
+                                    yh + t * yl.token + k * Block, yl.batch, false);
+          }
+        }
       }
-      rotate_gemms<Scalar>(table, xh, xhl, y + std::int64_t(h) * d, yl, batch, ThreadedGemms<Scalar>{});
+      return;
     }
-  } else if (table.tokens == tokens) {
+  }
+  if (table.tokens == tokens) {
     // Shared table, small blocks: per (t, h) the B rows x(b, t, h, :), R(t) reused for all of them.
     const std::int64_t work = std::int64_t(tokens) * nh;
 #pragma omp parallel
@@ -195,16 +214,28 @@ void rotate_backward_impl(const RotationTableView<const Scalar>& table, const Sc
   using RowMat = Eigen::Matrix<Scalar, Block, Block, Eigen::RowMajor>;
   const int d = table.head_dim, nb = table.num_blocks();
   const int h0 = head == kAllHeads ? 0 : head, h1 = head == kAllHeads ? heads : head + 1;
-  if (table.tokens == tokens && Block > kRowKernelMaxBlock) {
-    // Shared table, large blocks: per head, strided batches of GEMMs (dx += dY·R, dR += dYᵀ·X); every dR(t) is
-    // one product's, the heads added in order (deterministic).
-    for (int h = h0; h < h1; ++h) {
-      const std::int64_t col = std::int64_t(h) * d;
-      if (dx)
-        rotate_backward_gemms<Scalar>(table, dy + col, dyl, dx + col, dxl, Scalar(1), batch, ThreadedGemms<Scalar>{});
-      if (dtable) rotate_grad_gemms<Scalar>(dtable, dy + col, dyl, x + col, xl, batch, ThreadedGemms<Scalar>{});
+  if constexpr (Block > kRowKernelMaxBlock) {
+    if (table.tokens == tokens) {
+      // Shared table, large blocks: per head, dx += dY·R as one row-panel product per (token, block) over the
+      // threads (row_panels.hpp), dR += dYᵀ·X as the strided batch of GEMMs of rotate_gemms.hpp (the GEMM library
+      // is as fast there); every dR(t) is one product's, the heads added in order (deterministic).
+      const std::int64_t work = std::int64_t(tokens) * nb;
+      for (int h = h0; h < h1; ++h) {
+        const std::int64_t col = std::int64_t(h) * d;
+        if (dx) {
+#pragma omp parallel for schedule(static)
+          for (std::int64_t w = 0; w < work; ++w) {
+            const int t = int(w / nb), k = int(w % nb);
+            rows_times_block<Block>(batch, dy + col + t * dyl.token + k * Block, dyl.batch, table.block_data(t, k),
+                                    dx + col + t * dxl.token + k * Block, dxl.batch, true);
+          }
+        }
+        if (dtable) rotate_grad_gemms<Scalar>(dtable, dy + col, dyl, x + col, xl, batch, ThreadedGemms<Scalar>{});
+      }
+      return;
     }
-  } else if (table.tokens == tokens) {
+  }
+  if (table.tokens == tokens) {
     // Shared table, small blocks. Parallel over t: every dR(t) is written by one thread, sequences and heads
     // summed in order (deterministic). Per (t, h) as in the forward: R(t) and dR(t) stay in cache across the batch.
 #pragma omp parallel for schedule(static)
