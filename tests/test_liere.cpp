@@ -337,8 +337,7 @@ void check_large_block_rotation(int block, int batch, int head) {
         const S* x = qkv.data() + b * xl.batch + t * xl.token + h * D;
         const std::size_t yo = std::size_t(b * yl.batch + t * yl.token + h * D), xo = std::size_t(x - qkv.data());
         if (head != liere::kAllHeads && h != head) {
-          for (int i = 0; i < D; ++i)
-            untouched = untouched && std::isnan(y[yo + i]) && dx[xo + i] == dx0[xo + i];
+          for (int i = 0; i < D; ++i) untouched = untouched && std::isnan(y[yo + i]) && dx[xo + i] == dx0[xo + i];
           continue;
         }
         for (int k = 0; k < nb; ++k) {

@@ -47,8 +47,8 @@ EIGEN_ALWAYS_INLINE void row_panel_tile(const Scalar* a, Index as, const Scalar*
                                         bool accumulate) {
   using Packet = typename RowPanelShape<N, Scalar>::Packet;
   constexpr int W = RowPanelShape<N, Scalar>::W;
-  using Eigen::internal::pmadd;
   using Eigen::internal::ploadu;
+  using Eigen::internal::pmadd;
   using Eigen::internal::pset1;
   using Eigen::internal::pstoreu;
   Packet acc[R][CT];
