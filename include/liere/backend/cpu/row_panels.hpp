@@ -11,12 +11,12 @@
 // layout too (the forward y = x·Rᵀ is a transposed-B product, which oneDNN runs at about half the speed of the
 // plain one: bench/README.md). Here a panel of R rows (R·N/W accumulator registers, W the SIMD width of Eigen's
 // packet for the scalar) is kept in registers while the K = N terms of the sum are added, M read from L1, and the
-// next panel's rows are prefetched while this one is computed. Measured at the ViT-Tiny shape (bench_rotation
-// --products; bench/README.md, "Rotation products").
+// next panel's rows are prefetched while this one is computed. Measured at the ViT-Tiny shape (bench/bench_rotate.cpp;
+// bench/README.md, "Rotation products").
 //
-// Each c(r, j) is one sum over k in increasing order with one fused multiply-add per term: the result does not
-// depend on the thread count or on which rows share a panel. The packets are Eigen's (AVX-512, AVX2, SSE, NEON,
-// whatever the build targets; the accumulator count follows EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS).
+// Each c(r, j) is one sum over k in increasing order, one multiply-add per term (fused where the target has FMA):
+// the result does not depend on the thread count or on which rows share a panel. The packets are Eigen's (AVX-512,
+// AVX2, SSE, NEON, whatever the build targets; the accumulator count follows EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS).
 #pragma once
 
 #include <liere/core/eigen.hpp>
