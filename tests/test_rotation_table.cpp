@@ -339,6 +339,24 @@ TEST_CASE("rotation tables: the op matches pe/liere.hpp's reference tables and g
   }
 }
 
+namespace {
+// The dot-product test of the op's backward dw (for the table gradient dt at generators w) in direction v:
+// ⟨dt, (T(w + h·v) − T(w − h·v)) / 2h⟩ = ⟨dw, v⟩, central differences, h = 1e-6. Runs two forwards.
+void check_directional_derivative(const RotationTableShape& sh, const std::vector<double>& w,
+                                  const std::vector<double>& v, const std::vector<double>& pos,
+                                  const std::vector<double>& dt, const std::vector<double>& dw) {
+  const double h = 1e-6;
+  std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
+  for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
+  cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
+  cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
+  double fd = 0, an = 0;
+  for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
+  for (std::size_t i = 0; i < w.size(); ++i) an += dw[i] * v[i];
+  CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+}
+}  // namespace
+
 TEST_CASE("rotation tables: the op's backward is the adjoint of its forward (dot-product test, double)", "[tables]") {
   for (int block : {2, 3, 8, 64}) {
     INFO("block " << block);
@@ -352,15 +370,7 @@ TEST_CASE("rotation tables: the op's backward is the adjoint of its forward (dot
       for (auto& y : *x) y = u(g);
     std::vector<double> dw(w.size(), 0.0);
     cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
-    const double h = 1e-6;
-    std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
-    for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
-    cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
-    cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
-    double fd = 0, an = 0;
-    for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
-    for (std::size_t i = 0; i < w.size(); ++i) an += dw[i] * v[i];
-    CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
+    check_directional_derivative(sh, w, v, pos, dt, dw);
   }
 }
 
@@ -639,17 +649,9 @@ void check_adjoint_after_forward(const RotationTableShape& sh, const std::vector
   std::vector<double> dw_hit(w.size(), 0.0), dw_miss(w.size(), 0.0);
   cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
   cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_hit.data(), sh);
-  const double h = 1e-6;
-  std::vector<double> wp(w), wm(w), tp(dt.size()), tm(dt.size());
-  for (std::size_t i = 0; i < w.size(); ++i) wp[i] += h * v[i], wm[i] -= h * v[i];
-  cpu::rotation_table_forward(wp.data(), pos.data(), tp.data(), sh);
-  cpu::rotation_table_forward(wm.data(), pos.data(), tm.data(), sh);
-  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);  // the cache holds wm's
+  check_directional_derivative(sh, w, v, pos, dt, dw_hit);  // two forwards: the cache then holds w − h·v's
+  cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);
   CHECK(dw_miss == dw_hit);
-  double fd = 0, an = 0;
-  for (std::size_t i = 0; i < dt.size(); ++i) fd += dt[i] * (tp[i] - tm[i]) / (2 * h);
-  for (std::size_t i = 0; i < w.size(); ++i) an += dw_hit[i] * v[i];
-  CHECK(std::abs(fd - an) <= 1e-6 * std::max(1.0, std::abs(an)));
 }
 
 }  // namespace
