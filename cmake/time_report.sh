@@ -9,7 +9,7 @@ awk '{cpu = $1 + $2; o = $4; p = "other"
       else if (o ~ /liere_torch/) p = "torch (liere_torch)"
       else if (o ~ /liere_compiled/) p = "compiled library (liere::compiled)"
       else if (o ~ /liere_data_tools|liere_video/) p = "data tools (liere_data_tools, liere_video)"
-      else if (o ~ /test_|liere_catch_main|liere_test_util|liere_test_pch|readme_example/) p = "tests"
+      else if (o ~ /test_|liere_tests_|liere_catch_main|liere_test_util|liere_test_pch|readme_example/) p = "tests"
       else p = "programs (examples, liere_app)"
       s[p] += cpu; n[p]++}
      END {for (p in s) printf "%7.1f  %s, %d commands\n", s[p], p, n[p]}' "$1" | sort -rn

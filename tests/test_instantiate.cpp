@@ -15,8 +15,9 @@ template class liere::LieRE<2, 64, 32, float>;
 template class liere::LieRE<2, 32, 16, double>;
 template class liere::RotationTable<float>;
 template class liere::RotationTable<double>;
-// PositionEncoding<float> and <double>: every member is compiled by their explicit instances in liere::compiled
-// (include/liere/pe/encoding.cpp), which this test links.
+// PositionEncoding, and the modules LinearT, LayerNormT, DropoutT, PatchEmbedT and MlpT, for float and double: every
+// member is compiled by their explicit instances in liere::compiled (include/liere/pe/encoding.cpp,
+// include/liere/nn/engine_float.cpp and engine_double.cpp), which this test links.
 template class liere::TensorT<float>;
 template class liere::TensorT<double>;
 template class liere::GradSlot<float>;
@@ -29,16 +30,6 @@ template class liere::TapeT<float>;
 template class liere::TapeT<double>;
 template class liere::nn::ParamsT<float>;
 template class liere::nn::ParamsT<double>;
-template class liere::nn::LinearT<float>;
-template class liere::nn::LinearT<double>;
-template class liere::nn::LayerNormT<float>;
-template class liere::nn::LayerNormT<double>;
-template class liere::nn::DropoutT<float>;
-template class liere::nn::DropoutT<double>;
-template class liere::nn::PatchEmbedT<float>;
-template class liere::nn::PatchEmbedT<double>;
-template class liere::nn::MlpT<float>;
-template class liere::nn::MlpT<double>;
 template class liere::optim::AdamT<float>;
 template class liere::optim::AdamT<double>;
 
