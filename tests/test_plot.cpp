@@ -4,7 +4,7 @@
 // the series colours are (inside the plot areas, not outside), the height of a bar, the colour at the centre
 // of a heatmap's maximum, and that text is drawn where the title is.
 //
-// `liere_tests_O0_lean "[.docs]"` (hidden, not run by default or by CTest) regenerates docs/images/plot_examples/.
+// `liere_tests_O0 "[.docs]"` (hidden, not run by default or by CTest) regenerates docs/images/plot_examples/.
 #include <catch2/catch.hpp>
 
 #include <data_tools/jsonl.hpp>
@@ -702,7 +702,7 @@ TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same p
   CHECK(log().find(dup + ":2: a second row for g = a") != std::string::npos);
 }
 
-// ==== the images in docs/images/plot_examples/ (hidden: run `liere_tests_O0_lean "[.docs]"`) =======================
+// ==== the images in docs/images/plot_examples/ (hidden: run `liere_tests_O0 "[.docs]"`) =======================
 
 TEST_CASE("docs: example images", "[.docs]") {
   const fs::path dir = fs::path(LIERE_SOURCE_DIR) / "docs" / "images" / "plot_examples";
