@@ -91,8 +91,6 @@ struct State {
 
 const std::uint16_t* h16(const DeviceBlock& b) { return b.get<std::uint16_t>(); }
 
-DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
-
 State& state_of(AttentionState& st) {
   if (!st) st = std::make_shared<State>();
   return *static_cast<State*>(st.get());
@@ -270,13 +268,14 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");
   const int TP = scores_ld(T), TPI = blas_int(TP, "attention on cuda", "TP (keys, padded)");
   const Index nk = Index(B) * H * TP * D;  // k̂, v with the padded keys
-  DeviceBlock qhb = floats(n), khb = floats(nk), vhb = floats(nk), pb = floats(Index(B) * H * T * TP), xqb, xkb;
+  DeviceBlock qhb = device_floats(n), khb = device_floats(nk), vhb = device_floats(nk),
+              pb = device_floats(Index(B) * H * T * TP), xqb, xkb;
   float *qh = qhb.get<float>(), *kh = khb.get<float>(), *vh = vhb.get<float>(), *p = pb.get<float>();
   const float *sq = a.q, *sk = a.k;
   std::int64_t sb = std::int64_t(T) * a.ld, stok = a.ld;
   const bool transformed = any_transform(a);
   if (transformed) {
-    xqb = floats(rows * HD), xkb = floats(rows * HD);
+    xqb = device_floats(rows * HD), xkb = device_floats(rows * HD);
     float* xs[2] = {xqb.get<float>(), xkb.get<float>()};
     const float* src[2] = {a.q, a.k};
     for (int w = 0; w < 2; ++w) {
@@ -368,7 +367,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   const Index nk = Index(B) * H * TP * D;
   const long long TD = (long long)T * D, TPD = (long long)TP * D, TT = (long long)T * TP;
   const float scale = 1.f / std::sqrt(float(D));
-  DeviceBlock dvhb = floats(nk), dpb = floats(Index(B) * H * T * TP), dqhb = floats(n), dkhb = floats(nk);
+  DeviceBlock dvhb = device_floats(nk), dpb = device_floats(Index(B) * H * T * TP), dqhb = device_floats(n),
+              dkhb = device_floats(nk);
   float *dvh = dvhb.get<float>(), *dp = dpb.get<float>(), *dqh = dqhb.get<float>(), *dkh = dkhb.get<float>();
   const float *P = st.p.get<float>(), *qh = st.qh.get<float>(), *kh = st.kh.get<float>(), *vh = st.vh.get<float>();
   // dO_h read where it lies in dout (B, T, H·D): rows HD apart at h·D, the samples T·HD apart; head by head.
@@ -412,7 +412,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   float* dxk = nullptr;
   DeviceBlock dxb;
   if (transformed) {
-    dxb = floats(2 * rows * HD);
+    dxb = device_floats(2 * rows * HD);
     dxq = dxb.get<float>();
     dxk = dxq + rows * HD;
   }
@@ -468,7 +468,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
       const Index entries = Index(d.count) * r.table_tokens * D * r.block;
       int chunk = 0, chunks = 0;
       dtables_runs(entries, B, r.table_tokens == r.tr, &chunk, &chunks);
-      DeviceBlock partb = floats(entries * chunks);
+      DeviceBlock partb = device_floats(entries * chunks);
       const kernels::DTablesIO dio{dqh, dkh, xq, xk, sb, stok, B, T, TP, H, D, chunk, chunks, partb.get<float>()};
       if (!with_chunk(flat_chunk(r, H, D), [&](auto k) {
             constexpr int K = decltype(k)::value;

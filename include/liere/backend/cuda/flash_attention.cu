@@ -47,8 +47,6 @@ FlashState& flash_state(AttentionState& st) {
   return *static_cast<FlashState*>(st.get());
 }
 
-DeviceBlock floats(Index n) { return DeviceBlock(std::size_t(n) * sizeof(float)); }
-
 // Every head's rotation by value (kernel argument).
 struct FlashRot {
   const float* tables[kMaxHeads];
@@ -256,8 +254,8 @@ void flash_attention_forward(const AttentionCall& a, float* out, AttentionState&
   LIERE_ENSURE(B * H <= 65535, "flash attention on cuda: B·H = " << B * H << " is more than a grid's 65535 rows");
   const Index n = Index(B) * T * H * D;
   st.s = AttentionShape{};
-  st.out = floats(n);
-  st.lse = floats(Index(B) * H * T);
+  st.out = device_floats(n);
+  st.lse = device_floats(Index(B) * H * T);
   st.mask = DeviceBlock();
   if (a.key_mask) {
     st.mask = DeviceBlock(std::size_t(B) * T);
@@ -277,7 +275,7 @@ void flash_attention_backward(const AttentionCall& a, const float* dout, Attenti
                "flash_attention_backward: the cache does not hold a flash attention forward of this shape");
   const Index n = Index(B) * T * H * D, rows = Index(B) * T;
   const float scale = 1.f / std::sqrt(float(D));
-  DeviceBlock dib = floats(Index(B) * H * T), dqhb = floats(n), dkhb = floats(n);
+  DeviceBlock dib = device_floats(Index(B) * H * T), dqhb = device_floats(n), dkhb = device_floats(n);
   float *di = dib.get<float>(), *dqh = dqhb.get<float>(), *dkh = dkhb.get<float>();
   const std::uint8_t* mask = st.mask.get<std::uint8_t>();
   const FlashRot rot = flash_rot(a);

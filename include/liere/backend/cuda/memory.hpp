@@ -86,6 +86,8 @@ class DeviceBlock {
   std::size_t capacity_ = 0;
   void (*release_)(void*, std::size_t) = nullptr;
 };
+// A device block of `count` floats.
+inline DeviceBlock device_floats(std::size_t count) { return DeviceBlock(count * sizeof(float)); }
 // Free and total device memory, bytes.
 void memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
 
