@@ -295,7 +295,7 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     liere::PositionEncoding<double> torus = pe;
     for (auto& x : torus.group_values(1)) x = 0;
     const Eigen::MatrixXd s = liere::hat(Eigen::Map<const Eigen::VectorXd>(cay.data(), cay.size()).eval());
-    const Eigen::MatrixXd pm = (Eigen::MatrixXd::Identity(8, 8) - s) * (Eigen::MatrixXd::Identity(8, 8) + s).inverse();
+    const Eigen::MatrixXd pm = (Eigen::MatrixXd::Identity(8, 8) - s) * inverse(Eigen::MatrixXd::Identity(8, 8) + s);
     CHECK((pm.transpose() * pm - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff() < 1e-13);
     CHECK((r - pm.transpose() * torus.rotation(0, p) * pm).cwiseAbs().maxCoeff() < 1e-12);
   }

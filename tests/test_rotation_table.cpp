@@ -25,6 +25,8 @@ LIERE_THIRD_PARTY_END
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
+
 using namespace liere;
 
 namespace {
@@ -41,8 +43,7 @@ MatD random_skew(int n, double norm, std::uint64_t seed) {
       a(i, j) = d(g);
       a(j, i) = -a(i, j);
     }
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Eigen::MatrixXd(-(a * a)));
-  return a * (norm / std::sqrt(es.eigenvalues().maxCoeff()));
+  return a * (norm / liere::test::spectral_norm(a));
 }
 
 template <int N, class W>
@@ -405,7 +406,7 @@ MatD skew_with_angles(const std::vector<double>& angles, std::uint64_t seed) {
   std::normal_distribution<double> d;
   MatD x(n, n);
   for (int i = 0; i < n * n; ++i) x.data()[i] = d(g);
-  const MatD q0 = Eigen::HouseholderQR<MatD>(x).householderQ();
+  const MatD q0 = liere::test::orthogonal_factor(x);
   MatD th = MatD::Zero(n, n);
   for (int j = 0; j < n / 2; ++j) {
     th(2 * j, 2 * j + 1) = angles[std::size_t(j)];

@@ -55,9 +55,13 @@ inline std::vector<double> random_vector(std::size_t n, double lo = -1, double h
 }
 
 // Eigen's dense decompositions as references, compiled once (tests/util.cpp, linked into every test) instead of
-// instantiated again in each test that uses one: JacobiSVD, PartialPivLU and RealSchur of a MatrixXd.
+// instantiated again in each test that uses one: JacobiSVD, PartialPivLU and RealSchur of a MatrixXd (at -O0 a
+// test's own SelfAdjointEigenSolver or HouseholderQR cost about 5 CPU s each, PartialPivLU's inverse 2).
 double spectral_norm(const Eigen::MatrixXd& a);  // the largest singular value
+// U of x's singular value decomposition: an orthogonal matrix; for x of independent normal entries, a random one.
+Eigen::MatrixXd orthogonal_factor(const Eigen::MatrixXd& x);
 double determinant(const Eigen::MatrixXd& a);
+Eigen::MatrixXd inverse(const Eigen::MatrixXd& a);  // by LU with partial pivoting
 // a = u·t·uᵀ, u orthogonal, t quasi-triangular (the real Schur form).
 void real_schur(const Eigen::MatrixXd& a, Eigen::MatrixXd& u, Eigen::MatrixXd& t);
 
