@@ -1,5 +1,5 @@
 // tests/test_instantiate.cpp — explicit instantiation of the public templates for float and double, so that
-// every member compiles (STYLE.md), plus the compile-time facts of DESIGN.md's API.
+// every member compiles (STYLE.md), plus the compile-time facts of docs/api.md's contract.
 #include <catch2/catch.hpp>
 
 #include <liere/config.hpp>  // the deprecated shim still compiles (nothing of liere includes it: test_layers)

@@ -1,7 +1,7 @@
 // liere/lie/hat.hpp — so(n) ↔ R^{n(n−1)/2}.
 //
 // Coordinates are the strict upper triangle, row-major: (0,1), (0,2), …, (0,n−1), (1,2), …, (n−2,n−1).
-// hat(v) puts v_k at (r,c) and −v_k at (c,r). This is the layout of LieRE's parameters (DESIGN.md); note
+// hat(v) puts v_k at (r,c) and −v_k at (c,r). This is the layout of LieRE's parameters (docs/api.md); note
 // that for n = 3 it is *not* the cross-product convention of Sophus (ω = (−v₂, v₁, −v₀) there).
 #pragma once
 

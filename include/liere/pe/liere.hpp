@@ -9,7 +9,7 @@
 //   * runtime kernels liere_table_forward / liere_table_backward (compile-time Block, runtime Dim and D):
 //     rotation tables for T positions at once and their backward to the parameters; the position-encoding
 //     modules and the engine use these;
-//   * the class LieRE<Dim, HeadDim, Block, Scalar> (DESIGN.md's public API) on top of them, with
+//   * the class LieRE<Dim, HeadDim, Block, Scalar> (docs/api.md's contract) on top of them, with
 //     fixed-size Eigen types for single positions and the same batched tables.
 //
 // Backward: dparams += Σ_t Σ_i p_{t,i} · skew-coordinates of L(A(p_t)ᵀ, dR(t)), computed per block with the
