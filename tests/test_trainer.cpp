@@ -426,6 +426,31 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
                                 std::string(79, 'w') + "  [3]\n"));
 }
 
+TEST_CASE("flags: a program's own --pe is listed once, the other encoding flags as usual", "[trainer]") {
+  auto count = [](const std::string& s, const std::string& what) {
+    int n = 0;
+    for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  PEConfig pe;
+  app::Flags plain("prog", "test");
+  plain.add_pe(&pe);
+  const std::string u = plain.usage();
+  CHECK(count(u, "  --pe KIND ") == 1);
+  CHECK_THAT(u, Catch::Contains("liere-commute, liere, rope-1d"));  // the --pe entry's second line
+  std::string which;
+  app::Flags own("prog", "test");  // as pe_diagnostics: --pe KIND|all first, then the encoding's flags
+  own.add("pe", "KIND|all", "all, or one encoding", [&](const std::string& v) { which = v; }, [] { return "liere8"; });
+  own.add_pe(&pe);
+  const std::string v = own.usage();
+  CHECK(count(v, "  --pe ") == 1);
+  CHECK_THAT(v, Catch::Contains("  --pe KIND|all "));
+  CHECK_THAT(v, !Catch::Contains("liere-commute, liere, rope-1d"));  // the generic entry, both its lines, gone
+  for (const char* flag : {"  --block B ", "  --sharing S ", "  --init I ", "  --positions P ", "  --cls C "})
+    CHECK(count(v, flag) == 1);
+  CHECK_THAT(v, Catch::Contains("interpolate (keep the range)"));  // --positions' second line kept
+}
+
 TEST_CASE("ModelOptions: --model sizes and overrides, or the program's own sizes; the trainers' model flags",
           "[trainer]") {
   auto config = [](app::ModelOptions m, std::vector<std::string> args, std::string* help = nullptr) {
