@@ -360,6 +360,9 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   LIERE_ENSURE(st.qh && st.p,
                "attention_backward on cuda: the forward kept nothing for a backward (it ran without gradients, or "
                "this forward's backward already ran)");
+  // The gather kernels write dk where they write dq (kernels/gather.hpp): both are wanted or neither.
+  LIERE_ENSURE((dq == nullptr) == (dk == nullptr), "attention_backward on cuda: dq and dk are wanted together (got "
+                                                       << (dq ? "dq" : "dk") << " alone)");
   const Index n = Index(B) * H * T * D, rows = Index(B) * T;
   const int TI = blas_int(T, "attention on cuda", "T (tokens)"), DI = blas_int(D, "attention on cuda", "D (head dim)");
   const int BH = blas_int(Index(B) * H, "attention on cuda", "B·H (batch × heads, the batched GEMMs' count)");

@@ -246,7 +246,7 @@ cudnnHandle_t handle() {
 // An operation's graph and execution plan; `engine` describes the plan, `why` (when there is none) what failed.
 struct Plan {
   Operation operation;
-  Desc graph, plan;
+  Desc graph, config, plan;  // config: the plan's engine configuration, kept for the plan's life
   bool ok = false;
   std::int64_t workspace = 0;
   std::string engine, why;
@@ -310,6 +310,7 @@ void make_plan(Plan& p) {
       d << "engine " << index << " (" << mode_name << ", configuration " << i + 1 << " of " << got << ", workspace "
         << p.workspace << " B)";
       p.engine = d.str();
+      p.config = std::move(configs[std::size_t(i)]);
       p.plan = std::move(plan);
       p.ok = true;
       return;

@@ -273,6 +273,8 @@ void flash_attention_backward(const AttentionCall& a, const float* dout, Attenti
   const int B = a.s.batch, T = a.s.tokens, H = a.s.heads, D = a.s.head_dim, HD = H * D;
   LIERE_ENSURE(st.s.batch == B && st.s.tokens == T && st.s.heads == H && st.s.head_dim == D && st.out,
                "flash_attention_backward: the cache does not hold a flash attention forward of this shape");
+  LIERE_ENSURE((dq == nullptr) == (dk == nullptr), "flash_attention_backward on cuda: dq and dk are wanted together "
+                                                       "(got " << (dq ? "dq" : "dk") << " alone)");
   const Index n = Index(B) * T * H * D, rows = Index(B) * T;
   const float scale = 1.f / std::sqrt(float(D));
   DeviceBlock dib = device_floats(Index(B) * H * T), dqhb = device_floats(n), dkhb = device_floats(n);

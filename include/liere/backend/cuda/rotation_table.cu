@@ -50,10 +50,14 @@ struct BlockLoops {
     for (int i = int(threadIdx.x); i < n; i += kCoopThreads) f(i);
     __syncthreads();
   }
-  // A fixed tree over the threads' partial sums (partial: indices i ≡ thread mod kCoopThreads, in order).
+  // A fixed tree over the threads' partial sums (partial: indices i ≡ thread mod kCoopThreads, in order), in the
+  // launch's dynamic shared memory (coop_smem: at least kCoopThreads doubles), which mul leaves free behind its last
+  // barrier. A static array here was one 2 KiB array per instance of reduce (each sum and max lambda its own): with
+  // mul's 64 KiB for 64×64 in double, 69 KiB, above the 64 KiB a block can have on sm_75.
   template <class Op>
   __device__ static double reduce(double v, Op op) {
-    __shared__ double red[kCoopThreads];
+    extern __shared__ __align__(16) unsigned char coop_smem_bytes[];
+    double* red = reinterpret_cast<double*>(coop_smem_bytes);
     red[threadIdx.x] = v;
     __syncthreads();
     for (int h = kCoopThreads / 2; h > 0; h /= 2) {
@@ -161,9 +165,12 @@ __global__ void table_backward_kernel(const float* w, const float* pos, const fl
   kernels::skew_adjoint_add<N>(l, 1.0, c);
 }
 
-// The dynamic shared memory of a cooperative launch: BlockLoops::mul's two N×N operands.
+// The dynamic shared memory of a cooperative launch: BlockLoops::mul's two N×N operands, and reduce's
+// kCoopThreads doubles between products (the kernels have no static shared memory).
 template <int N, class W>
 constexpr std::size_t coop_smem() {
+  static_assert(2 * std::size_t(N) * N * sizeof(W) >= kCoopThreads * sizeof(double),
+                "coop_smem: BlockLoops::reduce needs kCoopThreads doubles");
   return 2 * std::size_t(N) * N * sizeof(W);
 }
 
@@ -233,8 +240,14 @@ __global__ void table_backward_reduce(const float* pos, const float* contrib, fl
 // A cooperative kernel's launch with its dynamic shared memory (above 48 KiB only after the kernel opts in).
 template <class Kernel, class... Args>
 void launch_coop(const char* name, Kernel kernel, std::size_t smem, std::int64_t count, Args... args) {
-  if (smem > std::size_t(48) << 10)
+  if (smem > std::size_t(48) << 10) {
+    int device = 0, most = 0;
+    LIERE_CUDA_CHECK(cudaGetDevice(&device));
+    LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    LIERE_ENSURE(smem <= std::size_t(most), name << " on cuda: needs " << smem << " bytes of shared memory per block, "
+                                                 << "this device allows " << most);
     LIERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
   LIERE_CUDA_LAUNCH_SMEM(name, kernel, unsigned(count), kCoopThreads, smem, args...);
 }
 
