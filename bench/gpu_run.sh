@@ -97,7 +97,9 @@ if part tests; then
   LIERE_TEST_TRAIN_CIFAR=$train timeout 120 "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda exit status $rc"
-  [ "$rc" = 0 ] || status=1
+  # 77: every case that ran passed, and some part was skipped (the device lacks bf16 or cuDNN: the log's
+  # "skipped" lines say which); anything else but 0 failed.
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
   stamp "test_cuda ViT step, CPU tables by the polynomial method"
   LIERE_TABLE_METHOD=polynomial timeout 60 "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"
 fi
@@ -189,7 +191,7 @@ if part debug; then
   LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout 200 "$test_cuda" "[parity]" 2>&1 | tee "$out/test_cuda_debug.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda [parity] debug exit status $rc"
-  [ "$rc" = 0 ] || status=1
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
 stamp "done, status $status"
 exit $status

@@ -75,3 +75,13 @@ inline bool python_has(const std::string& module) {
     ::liere::test::record_skip(liere_skip_why_.str()); \
     return;                                            \
   } while (false)
+
+// Records why and goes on: for a test case that checks several things (bf16, then fp16) and lacks what one of them
+// needs; the others still run and can fail, and the entry reads Skipped if nothing failed (the caller then skips
+// that part: `continue`, `break`).
+#define LIERE_SKIP_PART(why)                           \
+  do {                                                 \
+    std::ostringstream liere_skip_why_;                \
+    liere_skip_why_ << why;                            \
+    ::liere::test::record_skip(liere_skip_why_.str()); \
+  } while (false)

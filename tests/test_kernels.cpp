@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "skip.hpp"
+
 using namespace liere;
 
 namespace {
@@ -892,14 +894,12 @@ TEST_CASE("cuda::SeamOps::attention_call: the views as pointer lists, every back
                     Catch::Contains("at most 64 heads"));
 }
 
-TEST_CASE("cuda::CudnnAttention: cuDNN accepts the SDPA operations' descriptors, without a device", "[kernels][cuda]") {
+TEST_CASE("cuda::CudnnAttention: cuDNN accepts the SDPA operations' descriptors, without a device",
+          "[kernels][cuda][needs-cudnn]") {
   // cudnnBackendFinalize checks each tensor's and each operation's attributes (types, counts, the tensors an
   // operation needs) on the host; only the operation graph and the plans need a device (test_cuda).
   std::string why;
-  if (!cuda::cudnn_loaded(&why)) {
-    WARN("cuDNN's descriptors not checked: " << why);
-    return;
-  }
+  if (!cuda::cudnn_loaded(&why)) LIERE_SKIP("cuDNN's descriptors not checked: " << why);
   CHECK(cuda::cudnn_version().rfind("9.", 0) == 0);
   using S = cuda::CudnnAttentionShape;
   for (const Precision h : {Precision::bf16, Precision::fp16})

@@ -633,6 +633,8 @@ void check_spectral_op(int block, double scale, double fwd_tol, double bwd_rel_t
   std::vector<S> w2(w), other(sp.table.size()), dw2(w.size(), S(0));
   for (auto& x : w2) x = S(double(x) * 0.5);
   cpu::rotation_table_forward(w2.data(), pos.data(), other.data(), sh);  // the cache now holds w2's forms
+  CHECK(cpu::detail::schur_cache<S>().matches(w2.data(), pos.data(), sh));
+  CHECK_FALSE(cpu::detail::schur_cache<S>().matches(w.data(), pos.data(), sh));  // so the backward below decomposes again
   cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw2.data(), sh);
   CHECK(dw2 == sp.dw);
 }
@@ -649,8 +651,10 @@ void check_adjoint_after_forward(const RotationTableShape& sh, const std::vector
     for (auto& y : *x) y = u(g);
   std::vector<double> dw_hit(w.size(), 0.0), dw_miss(w.size(), 0.0);
   cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
+  CHECK(cpu::detail::schur_cache<double>().matches(w.data(), pos.data(), sh));  // the backward below takes the cached forms
   cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_hit.data(), sh);
   check_directional_derivative(sh, w, v, pos, dt, dw_hit);  // two forwards: the cache then holds w − h·v's
+  CHECK_FALSE(cpu::detail::schur_cache<double>().matches(w.data(), pos.data(), sh));  // this backward decomposes again
   cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw_miss.data(), sh);
   CHECK(dw_miss == dw_hit);
 }
