@@ -146,8 +146,10 @@ ImageSet parse_idx(std::span<const std::uint8_t> image_bytes, std::span<const st
 
 ImageSet read_fashion_mnist(const std::string& root, bool train) {
   const std::string prefix = train ? "train" : "t10k";
-  ImageSet set = read_idx(first_existing(root, prefix + "-images-idx3-ubyte"),
-                          first_existing(root, prefix + "-labels-idx1-ubyte"), 10);
+  const std::string images = first_existing(root, prefix + "-images-idx3-ubyte");
+  ImageSet set = read_idx(images, first_existing(root, prefix + "-labels-idx1-ubyte"), 10);
+  LIERE_ENSURE(set.channels == 1 && set.height == 28 && set.width == 28,
+               "'" << images << "': Fashion-MNIST images are 28x28, this file has " << set.height << "x" << set.width);
   set.class_names = fashion_mnist_class_names();
   return set;
 }

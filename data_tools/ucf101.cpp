@@ -384,7 +384,8 @@ Ucf101::Ucf101(const std::string& root, const Ucf101Options& options) : options_
   if (!missing.empty()) {
     LIERE_ENSURE(options_.skip_bad_clips,
                  "UCF101: '" << list << "' names " << missing.size() << " clip(s) that are missing, the first '"
-                             << missing.front() << "' (no such file; set skip_bad_clips to skip missing clips)");
+                             << missing.front()
+                             << "' (no such file; skip_bad_clips, train_ucf101 --skip-bad-clips, goes on without them)");
     for (const auto& m : missing) report_skip(m, "no such file");
   }
   LIERE_ENSURE(!entries_.empty(), "UCF101: none of the " << all.size() << " clips of '" << list << "' is under '"

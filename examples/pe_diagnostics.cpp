@@ -11,6 +11,7 @@
 //
 //   pe_diagnostics --pe all                        every rotary encoding, ViT-Tiny geometry (12 layers × 3 heads)
 //   pe_diagnostics --pe liere --block 64 --json liere64.jsonl
+#include <app/compare.hpp>  // parse_pe_label
 #include <app/flags.hpp>
 #include <liere/io/json.hpp>
 #include <liere/lie/exp.hpp>
@@ -522,10 +523,12 @@ bool parse_flags(int argc, char** argv, Config& cfg) {
       "positions, orthogonality |R^T R - I|_max of the float32 tables and of the double rotations, and whether the\n"
       "encoding is exactly relative (deviation < 1e-9). Statistics are min / median / max over the sets.");
   f.section("Encoding (the trainers' flags)");
-  f.add("pe", "KIND|all", "all: every rotary encoding in turn (rope-1d on the flattened grid, 1 axis); else as below",
+  f.add("pe", "KIND|all",
+        "all: every rotary encoding in turn (rope-1d on the flattened grid, 1 axis); else as below, or a label as "
+        "--compare's (liere8: --pe liere --block 8)",
         [&](const std::string& v) {
           cfg.all = v == "all";
-          if (!cfg.all) cfg.pe.set("pe", v);
+          if (!cfg.all) cfg.pe = liere::app::parse_pe_label(v, cfg.pe);
         },
         [&] { return cfg.all ? std::string("all") : cfg.pe.label(); });
   f.add_pe(&cfg.pe);

@@ -274,6 +274,7 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   s.cfg.classes = data::kArrowClasses;
   LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
   s.compare.default_to(f, default_compare);
+  s.compare.validate(f, opt, s.cfg.pe);
   return true;
 }
 

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <sstream>
 
 using namespace liere;
 
@@ -116,7 +117,7 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
                                "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
                                "RandomResizedCrop, and none is the central 87.5%)");
-  f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)");
+  f.add("test-limit", &d.test_limit, "evaluate on the first N test images only (0: all)", app::Range{0, 1e9});
   f.add("eval-res", &d.eval_res, "also evaluate at these image sizes (paper Fig. 7), e.g. 24,40,48; with "
                                  "--predictions P also P.test@R.pred");
   f.add_switch("shuffle-eval", &d.shuffle_eval, "also evaluate with the patches shuffled (paper Table 5); with "
@@ -135,6 +136,13 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   nn::VitConfig& cfg = s.cfg;
   cfg = s.model.config();
   s.opt.validate();
+  if (!(d.fraction > 0 && d.fraction <= 1))
+    throw app::UsageError((std::ostringstream() << "--data-fraction " << d.fraction << ": expected a fraction in (0, 1]")
+                              .str());
+  for (int res : d.eval_res)  // before training, not after it
+    if (res < cfg.patch || res % cfg.patch != 0)
+      throw app::UsageError("--eval-res " + std::to_string(res) + " is not a positive multiple of the patch size " +
+                            std::to_string(cfg.patch));
   cfg.channels = fashion ? 1 : 3;
   cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
   cfg.classes = d.data == "cifar100" ? 100 : 10;
@@ -178,8 +186,11 @@ Sets load_sets(Setup& s) {
     test.pixels.resize(std::size_t(test.n) * test.image_size());
   }
   const nn::VitConfig& cfg = s.cfg;
-  LIERE_ENSURE(train.height == cfg.image[0] && train.width == cfg.image[1] && train.channels == cfg.channels,
-               "unexpected image size " << train.channels << "x" << train.height << "x" << train.width);
+  for (const auto* set : {&train, &test})  // the readers check their formats; this, that both sets are the model's
+    LIERE_ENSURE(set->height == cfg.image[0] && set->width == cfg.image[1] && set->channels == cfg.channels,
+                 "--data " << d.data << " (" << d.root << "): the " << (set == &train ? "training" : "test")
+                           << " images are " << set->channels << "x" << set->height << "x" << set->width
+                           << ", the model expects " << cfg.channels << "x" << cfg.image[0] << "x" << cfg.image[1]);
   std::cerr << "data: " << d.data << " train " << train.n << " test " << test.n << " (" << d.root
             << (folder ? ": " + std::to_string(cfg.classes) + " classes, " + s.images->how : std::string()) << "), augment "
             << d.augment << "\nmodel: " << cfg.describe() << "\npe: " << cfg.pe.describe() << "\n";
@@ -293,10 +304,7 @@ void extra_evaluations(const Setup& s, app::Trainer& t, const data::ImageSet& te
     summary.emplace_back(key + "_ci95", std::vector<double>{r.ci.lo, r.ci.hi});
   };
   if (s.d.shuffle_eval) one(eval_data(s, test, s.cfg.image[0], true), "test_acc_shuffled");
-  for (int res : s.d.eval_res) {
-    LIERE_ENSURE(res % s.cfg.patch == 0, "--eval-res " << res << " is not a multiple of the patch size " << s.cfg.patch);
-    one(eval_data(s, test, res, false), "test_acc_res_" + std::to_string(res));
-  }
+  for (int res : s.d.eval_res) one(eval_data(s, test, res, false), "test_acc_res_" + std::to_string(res));
 }
 
 }  // namespace

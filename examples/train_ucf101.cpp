@@ -417,6 +417,7 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   cfg.classes = syn ? vo.syn_classes : 101;
   LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
   if (syn) s.compare.default_to(f, default_compare);
+  s.compare.validate(f, opt, cfg.pe);
   return true;
 }
 

@@ -362,6 +362,11 @@ TEST_CASE("Fashion-MNIST: standard file names, gzipped or not", "[idx]") {
   fs::remove(dir.path / "t10k-labels-idx1-ubyte");
   REQUIRE_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
                       Contains("t10k-labels-idx1-ubyte.gz") && Contains("found neither"));
+  // A test set of another image size (read past its end as 28×28 before: a wrong accuracy, no error).
+  write_file(dir / "t10k-images-idx3-ubyte", idx_images(1, 4, 4));
+  write_file(dir / "t10k-labels-idx1-ubyte", idx_labels({5}));
+  REQUIRE_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
+                      Contains("t10k-images-idx3-ubyte'") && Contains("images are 28x28, this file has 4x4"));
 }
 
 TEST_CASE("IDX: bad files are reported with the file and what was expected", "[idx][errors]") {

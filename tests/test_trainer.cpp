@@ -2,6 +2,7 @@
 // last good checkpoint intact, a checkpoint of another model or encoding is refused with a clear error,
 // the flags parser rejects what it does not know and checks every kind of value, and ModelOptions gives every
 // trainer the same model flags.
+#include <app/compare.hpp>
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -424,6 +425,51 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
   CHECK_THAT(u, Catch::Contains("  FILE...               the inputs\n"));
   CHECK_THAT(u, Catch::Contains("  --n N                 " + std::string(70, 'w') + "\n" + std::string(24, ' ') +
                                 std::string(79, 'w') + "  [3]\n"));
+}
+
+TEST_CASE("TrainOptions and CompareOptions: bad values and what a run cannot honour are usage errors before it starts",
+          "[trainer]") {
+  // Each: the flags as a trainer declares them, then validate() as its parse_flags runs it. A usage error (exit 2)
+  // whose text names the flag; found by a review (2026-11-27): --threads 100000 crashed in libgomp, --bench-steps -1
+  // printed a negative throughput, a --summary-json in a missing folder failed after the whole training, and
+  // --compare dropped --save and --predictions without a word.
+  auto run = [](std::vector<std::string> args) {
+    app::TrainOptions opt;
+    app::CompareOptions cmp;
+    PEConfig pe;
+    app::Flags f("prog", "test");
+    f.add_pe(&pe);
+    opt.add_flags(f);
+    cmp.add_flags(f, "Comparison", "abs,liere8", "the table");
+    Argv a(std::move(args));
+    f.parse(a.argc(), a.argv());
+    opt.validate();
+    cmp.validate(f, opt, pe);
+  };
+  auto usage = [&](std::vector<std::string> args, const std::string& text) {
+    INFO(Catch::Detail::stringify(args));
+    CHECK_THROWS_AS(run(args), app::UsageError);
+    CHECK_THROWS_WITH(run(args), Catch::Contains(text));
+  };
+  CHECK_NOTHROW(run({"--device", "cpu", "--threads", "1024", "--bench-steps", "0"}));
+  usage({"--device", "cpu", "--threads", "100000"}, "expected an integer in [1, 1024]");
+  usage({"--device", "cpu", "--threads", "0"}, "expected an integer in [1, 1024]");
+  usage({"--device", "cpu", "--bench-steps", "-1"}, "expected an integer in [0, 1000000000]");
+  usage({"--device", "cpu", "--batch", "0"}, "expected an integer in [1, 1000000000]");
+  usage({"--device", "cpu", "--lr", "-1"}, "--lr -1: expected a number > 0");
+  usage({"--device", "cpu", "--epochs", "1", "--warmup", "5"}, "--warmup 5: expected a number of epochs in [0, --epochs + 1)");
+  const std::string missing = (std::filesystem::temp_directory_path() / "liere-no-such-folder" / "x.json").string();
+  for (const char* flag : {"--save", "--metrics", "--summary-json", "--predictions"})
+    usage({"--device", "cpu", flag, missing}, std::string(flag) + " " + missing + ": the folder '");
+  CHECK_NOTHROW(run({"--device", "cpu", "--summary-json", "here.json"}));  // the working directory
+  usage({"--device", "cpu", "--compare-json", "t.json"}, "--compare-json writes a comparison: it needs --compare LIST");
+  usage({"--device", "cpu", "--compare", "abs,liere8", "--save", "c.safetensors"}, "--save is for one run");
+  usage({"--device", "cpu", "--compare", "abs,liere8", "--predictions", "p.pred"}, "--predictions is for one run");
+  usage({"--device", "cpu", "--compare", "abs,liere8", "--pe", "liere"}, "--pe and --compare abs,liere8");
+  usage({"--device", "cpu", "--compare", "abs,bogus"}, "'bogus'");
+  usage({"--device", "cpu", "--compare", "abs,liere5"}, "'liere5'");
+  usage({"--device", "cpu", "--compare", "abs", "--compare-png", missing}, "--compare-png " + missing);
+  CHECK_NOTHROW(run({"--device", "cpu", "--compare", "abs,liere8,comrope-ld4", "--compare-json", "t.json"}));
 }
 
 TEST_CASE("flags: a program's own --pe is listed once, the other encoding flags as usual", "[trainer]") {

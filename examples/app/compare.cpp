@@ -20,6 +20,33 @@ void CompareOptions::root_writes_files() {
   if (!Comm::world().root()) json.clear(), png.clear();
 }
 
+void CompareOptions::validate(const Flags& f, const TrainOptions& opt, const PEConfig& base) const {
+  if (list.empty()) {
+    if (!json.empty() || !png.empty())
+      throw UsageError(std::string(json.empty() ? "--compare-png" : "--compare-json") +
+                       " writes a comparison: it needs --compare LIST");
+    return;
+  }
+  if (f.given("pe"))
+    throw UsageError("--pe and --compare " + list + ": name the encodings in --compare's list (e.g. abs,liere8)");
+  for (const auto& [flag, path] : {std::pair{"--save", &opt.save}, std::pair{"--resume", &opt.resume},
+                                   std::pair{"--predictions", &opt.predictions}})
+    if (!path->empty())
+      throw UsageError(std::string(flag) + " is for one run; --compare trains every encoding from scratch and writes "
+                                           "its results to --compare-json (and --metrics, one file per run)");
+  for (const auto& l : labels()) {
+    try {
+      (void)parse_pe_label(l, base);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError("--compare " + list + ": '" + l + "': " + e.message());
+    }
+  }
+  check_output_folder("--compare-json", json);
+  check_output_folder("--compare-png", png);
+}
+
 std::vector<std::string> CompareOptions::labels() const {
   auto l = split_list(list);
   LIERE_ENSURE(!l.empty(), "--compare: no encodings given");

@@ -26,6 +26,10 @@ struct CompareOptions {
   }
   // Ranks other than 0 write no files: clears --compare-json and --compare-png there.
   void root_writes_files();
+  // After default_to, before any training: what the comparison cannot honour is a usage error, not silently dropped
+  // (--compare-json or --compare-png without a list; with one, --pe, --save, --resume or --predictions, which are
+  // for one run), every label of the list is an encoding (with `base`'s other flags), and the files' folders exist.
+  void validate(const Flags& f, const TrainOptions& opt, const PEConfig& base) const;
   // The labels of the list; an empty list is an error.
   std::vector<std::string> labels() const;
 };

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -77,16 +78,19 @@ void TrainOptions::root_writes_files() {
 
 void TrainOptions::add_flags(Flags& f) {
   f.section("Training");
-  f.add("epochs", &epochs, "epochs (0 with --init-from: evaluate the checkpoint's weights, no training)");
-  f.add("batch", &batch, "batch size");
-  f.add("lr", &lr, "peak learning rate (cosine schedule to 0)");
-  f.add("wd", &wd, "weight decay (not on biases, norms, tokens, position encodings)");
-  f.add("warmup", &warmup, "epochs of linear warmup");
-  f.add("clip", &clip, "gradient-norm clipping (0: off)");
+  constexpr double kMany = 1e9;  // an upper end for counts that have none of their own
+  f.add("epochs", &epochs, "epochs (0 with --init-from: evaluate the checkpoint's weights, no training)",
+        Range{0, kMany});
+  f.add("batch", &batch, "batch size", Range{1, kMany});
+  f.add("lr", &lr, "peak learning rate (cosine schedule to 0)");  // > 0: validate()
+  f.add("wd", &wd, "weight decay (not on biases, norms, tokens, position encodings)", Range{0, 1e6});
+  f.add("warmup", &warmup, "epochs of linear warmup", Range{0, kMany});
+  f.add("clip", &clip, "gradient-norm clipping (0: off)", Range{0, 1e30});
   f.add("optimizer", &optimizer, "adamw or adam (L2)");
   f.add("seed", &seed, "seed of the model, the data order and augmentation");
-  f.add("threads", &threads, "OpenMP threads");
-  f.add("eval-batch", &eval_batch, "batch size for evaluation");
+  // An upper end: libgomp crashes or hangs creating tens of thousands of threads (100 000: a segfault).
+  f.add("threads", &threads, "OpenMP threads", Range{1, 1024});
+  f.add("eval-batch", &eval_batch, "batch size for evaluation", Range{1, kMany});
   f.add("device", &device, "cpu, cuda, or auto (cuda when this build has the CUDA backend and a device is present)");
   f.add("precision", &precision,
         "fp32; tf32 (cuda: matrix products in TF32 on tensor cores, ~1e-3 relative error); bf16 (cpu with "
@@ -108,16 +112,27 @@ void TrainOptions::add_flags(Flags& f) {
         "start from the weights of a checkpoint of the same model and encoding, with a fresh optimizer and schedule "
         "(fine-tuning)", "PATH");
   f.add("metrics", &metrics, "JSON lines, one per epoch", "PATH");
-  f.add("log-every", &log_every, "with --metrics: also a row every N steps (step, train loss and accuracy over them)");
+  f.add("log-every", &log_every, "with --metrics: also a row every N steps (step, train loss and accuracy over them)",
+        Range{0, kMany});
   f.add("summary-json", &summary_json, "final results as JSON", "PATH");
   f.add("predictions", &predictions, "per-example test predictions (for compare_runs)", "PATH");
   f.section("Modes");
-  f.add("bench-steps", &bench_steps, "time N training steps on random data, print train_img_per_s=X, exit");
+  f.add("bench-steps", &bench_steps, "time N training steps on random data, print train_img_per_s=X, exit",
+        Range{0, kMany});
   f.add_switch("dry-run", &dry_run, "print pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E and exit");
   f.section("Data parallel (mpirun -np N; docs/scaling.md)");
-  f.add("comm-timeout", &comm_timeout, "seconds a rank waits for the others in a collective before it ends the job");
-  f.add("bucket-mib", &bucket_mib, "size of the gradient all-reduce buckets, MiB");
+  f.add("comm-timeout", &comm_timeout, "seconds a rank waits for the others in a collective before it ends the job",
+        Range{1e-3, 1e9});
+  f.add("bucket-mib", &bucket_mib, "size of the gradient all-reduce buckets, MiB", Range{1e-3, 1e6});
   f.add_switch("no-overlap", &no_overlap, "all-reduce the gradients after backward instead of while it runs");
+}
+
+void check_output_folder(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+    throw UsageError(flag + " " + path + ": the folder '" + folder.string() + "' does not exist");
 }
 
 namespace {
@@ -164,14 +179,25 @@ Precision TrainOptions::resolved_precision() const {
 void TrainOptions::validate() const {
   (void)resolved_device();
   (void)resolved_precision();
-  LIERE_ENSURE(epochs >= 0 && batch >= 1 && eval_batch >= 1 && threads >= 1,
-               "epochs must be >= 0, batch, eval-batch and threads >= 1");
-  LIERE_ENSURE(epochs >= 1 || !init_from.empty(),
-               "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
-  LIERE_ENSURE(log_every >= 0, "--log-every must be >= 0");
-  LIERE_ENSURE(lr > 0 && wd >= 0 && warmup >= 0 && (epochs == 0 || warmup < epochs + 1) && clip >= 0,
-               "bad optimisation settings lr=" << lr << " wd=" << wd << " warmup=" << warmup << " clip=" << clip);
-  LIERE_ENSURE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+  // The flags' own ranges (add_flags) are checked as they are read; here what a program may have set, and the
+  // combinations. A bad value is a usage error (exit 2) that names the flag.
+  auto usage = [](bool ok, const std::string& what) {
+    if (!ok) throw UsageError(what);
+  };
+  const auto num = [](double x) { return (std::ostringstream() << x).str(); };
+  usage(epochs >= 0, "--epochs " + std::to_string(epochs) + ": expected an integer >= 0");
+  usage(batch >= 1, "--batch " + std::to_string(batch) + ": expected an integer >= 1");
+  usage(eval_batch >= 1, "--eval-batch " + std::to_string(eval_batch) + ": expected an integer >= 1");
+  usage(threads >= 1, "--threads " + std::to_string(threads) + ": expected an integer >= 1");
+  usage(epochs >= 1 || !init_from.empty(), "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
+  usage(log_every >= 0, "--log-every " + std::to_string(log_every) + ": expected an integer >= 0");
+  usage(lr > 0, "--lr " + num(lr) + ": expected a number > 0");
+  usage(wd >= 0, "--wd " + num(wd) + ": expected a number >= 0");
+  usage(clip >= 0, "--clip " + num(clip) + ": expected a number >= 0 (0: off)");
+  usage(warmup >= 0 && (epochs == 0 || warmup < epochs + 1),
+        "--warmup " + num(warmup) + ": expected a number of epochs in [0, --epochs + 1) (--epochs " +
+            std::to_string(epochs) + ")");
+  usage(optimizer == "adamw" || optimizer == "adam", "--optimizer " + optimizer + ": allowed: adamw, adam");
   if (loss_scale != 0) {  // a power of two: unscaling is then exact
     int e = 0;
     if (!(loss_scale > 0 && std::frexp(loss_scale, &e) == 0.5))
@@ -179,14 +205,20 @@ void TrainOptions::validate() const {
                                              << ": expected 0 (off) or a power of two (e.g. 65536)")
                            .str());
   }
-  LIERE_ENSURE(comm_timeout > 0 && bucket_mib > 0, "--comm-timeout and --bucket-mib must be > 0");
+  usage(comm_timeout > 0, "--comm-timeout " + num(comm_timeout) + ": expected a number of seconds > 0");
+  usage(bucket_mib > 0, "--bucket-mib " + num(bucket_mib) + ": expected a number > 0");
   if (const int n = Comm::world().size(); batch % n != 0)
     throw UsageError("--batch " + std::to_string(batch) + " does not divide among the " + std::to_string(n) +
                      " ranks of this run (mpirun -np " + std::to_string(n) + "): --batch is the global batch and every "
                      "rank takes batch/N samples of each step; use a multiple of " + std::to_string(n));
-  LIERE_ENSURE(resume.empty() || init_from.empty(),
-               "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
-               "--init-from starts a new one from a checkpoint's weights");
+  // The files written at the end of a run (or of its first epoch): their folders must exist now, not after the
+  // training (a run's results were lost that way).
+  for (const auto& [flag, path] : {std::pair{"--save", &save}, std::pair{"--metrics", &metrics},
+                                   std::pair{"--summary-json", &summary_json}, std::pair{"--predictions", &predictions}})
+    check_output_folder(flag, *path);
+  usage(resume.empty() || init_from.empty(),
+        "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
+        "--init-from starts a new one from a checkpoint's weights");
 }
 
 double peak_rss_mib() {
