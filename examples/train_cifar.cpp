@@ -127,12 +127,12 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   if (!f.parse(argc, argv)) return false;
   s.opt.root_writes_files();  // rank 0 writes the files
 
-  LIERE_ENSURE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
-               "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
+  if (!(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder"))
+    throw app::UsageError("--data " + d.data + ": allowed: cifar10, cifar100, fashion-mnist, folder");
   const bool folder = d.data == "folder", fashion = d.data == "fashion-mnist";
   if (d.augment == "default") d.augment = fashion || folder ? "crop-flip" : "randaugment";
-  LIERE_ENSURE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
-               "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
+  if (!(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment"))
+    throw app::UsageError("--augment " + d.augment + ": allowed: none, crop-flip, randaugment");
   nn::VitConfig& cfg = s.cfg;
   cfg = s.model.config();
   s.opt.validate();

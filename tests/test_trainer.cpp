@@ -519,6 +519,18 @@ TEST_CASE("ModelOptions: --model sizes and overrides, or the program's own sizes
   CHECK((c.dim == 192 && c.depth == 2 && c.mlp_hidden == 768));
   CHECK_THROWS_WITH(config(sized, {"--model", "huge"}), Catch::Contains("--model: unknown size 'huge'"));
   CHECK_THROWS_WITH(config(sized, {"--pool", "max"}), Catch::Contains("--pool max: allowed: cls, mean"));
+  // The geometry's errors are usage errors (exit 2) naming the flags, before a model is built.
+  CHECK_THROWS_AS(config(sized, {"--model", "huge"}), app::UsageError);
+  CHECK_THROWS_AS(config(sized, {"--pool", "max"}), app::UsageError);
+  CHECK_THROWS_WITH(config(sized, {"--patch", "0"}), Catch::Contains("--patch 0: expected an integer >= 1"));
+  CHECK_THROWS_WITH(config(sized, {"--drop", "1.5"}), Catch::Contains("--drop 1.5: expected a probability in [0, 1)"));
+  CHECK_THROWS_WITH(config(sized, {"--dim", "100", "--heads", "3"}),
+                    Catch::Contains("--dim 100 is not a multiple of --heads 3"));
+  CHECK_THROWS_AS(config(sized, {"--dim", "16", "--heads", "2", "--block", "16"}), app::UsageError);
+  CHECK_THROWS_WITH(config(sized, {"--dim", "16", "--heads", "2", "--block", "16"}),
+                    Catch::Contains("--pe liere16: its blocks of 16 do not divide the head dim 8 (--dim 16 / --heads 2)"));
+  CHECK_NOTHROW(config(sized, {"--dim", "16", "--heads", "2", "--block", "16", "--pe", "absolute"}));  // no blocks
+  CHECK_NOTHROW(config(sized, {"--dim", "16", "--heads", "2", "--block", "8"}));
 
   app::ModelOptions fixed;  // train_arrows': no --model, no --patch, --dim … are the sizes
   fixed.model.clear();

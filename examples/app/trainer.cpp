@@ -52,15 +52,40 @@ void ModelOptions::add_flags(Flags& f) {
 nn::VitConfig ModelOptions::config() const {
   nn::VitConfig c = cfg;
   if (!model.empty()) {
-    c.set_size(model);
+    try {
+      c.set_size(model);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.message());
+    }
     if (dim) c.dim = dim;
     if (depth) c.depth = depth;
     if (heads) c.heads = heads;
     if (mlp) c.mlp_hidden = mlp;
     else if (dim) c.mlp_hidden = 4 * c.dim;
   }
-  LIERE_ENSURE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
+  // The model's geometry, as usage errors that name the flags (the model and the encoding would refuse it later,
+  // naming neither).
+  auto usage = [](bool ok, const std::string& what) {
+    if (!ok) throw UsageError(what);
+  };
+  usage(pool == "cls" || pool == "mean", "--pool " + pool + ": allowed: cls, mean");
   c.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
+  usage(c.patch >= 1, "--patch " + std::to_string(c.patch) + ": expected an integer >= 1");
+  usage(c.drop >= 0 && c.drop < 1,
+        (std::ostringstream() << "--drop " << c.drop << ": expected a probability in [0, 1)").str());
+  usage(c.dim >= 1 && c.depth >= 1 && c.heads >= 1 && c.mlp_hidden >= 1,
+        "the model's sizes must be >= 1: --dim " + std::to_string(c.dim) + ", --depth " + std::to_string(c.depth) +
+            ", --heads " + std::to_string(c.heads) + ", --mlp " + std::to_string(c.mlp_hidden));
+  usage(c.dim % c.heads == 0, "--dim " + std::to_string(c.dim) + " is not a multiple of --heads " +
+                                  std::to_string(c.heads) + " (head dim = dim / heads)");
+  const int head = c.dim / c.heads, b = c.pe.effective_block();
+  usage(head >= 2, "--dim " + std::to_string(c.dim) + " / --heads " + std::to_string(c.heads) + " gives a head dim of " +
+                       std::to_string(head) + ": expected at least 2");
+  usage(!c.pe.info().rotary || head % b == 0,
+        "--pe " + c.pe.label() + ": its blocks of " + std::to_string(b) + " do not divide the head dim " +
+            std::to_string(head) + " (--dim " + std::to_string(c.dim) + " / --heads " + std::to_string(c.heads) + ")");
   return c;
 }
 
@@ -189,7 +214,8 @@ void TrainOptions::validate() const {
   usage(batch >= 1, "--batch " + std::to_string(batch) + ": expected an integer >= 1");
   usage(eval_batch >= 1, "--eval-batch " + std::to_string(eval_batch) + ": expected an integer >= 1");
   usage(threads >= 1, "--threads " + std::to_string(threads) + ": expected an integer >= 1");
-  usage(epochs >= 1 || !init_from.empty(), "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
+  usage(epochs >= 1 || !init_from.empty(),
+        "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
   usage(log_every >= 0, "--log-every " + std::to_string(log_every) + ": expected an integer >= 0");
   usage(lr > 0, "--lr " + num(lr) + ": expected a number > 0");
   usage(wd >= 0, "--wd " + num(wd) + ": expected a number >= 0");
@@ -214,7 +240,8 @@ void TrainOptions::validate() const {
   // The files written at the end of a run (or of its first epoch): their folders must exist now, not after the
   // training (a run's results were lost that way).
   for (const auto& [flag, path] : {std::pair{"--save", &save}, std::pair{"--metrics", &metrics},
-                                   std::pair{"--summary-json", &summary_json}, std::pair{"--predictions", &predictions}})
+                                   std::pair{"--summary-json", &summary_json},
+                                   std::pair{"--predictions", &predictions}})
     check_output_folder(flag, *path);
   usage(resume.empty() || init_from.empty(),
         "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
