@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
                         "(one channel, dark ink on white) and DIR/labels.csv (file,label,label_name,seed).");
     f.section("Options");
     f.add("out", &cfg.out, "output directory, created if needed (required)", "DIR");
-    f.add("n", &cfg.n, "number of samples (required)", liere::app::Range{0, double((1LL << 40) - 1)});
+    f.add("n", &cfg.n, "number of samples (required)", liere::app::Range{1, double((1LL << 40) - 1)});
     f.add("res", &cfg.res, "image side in pixels, 27..4096; the paper uses 108, 168, 276", liere::app::Range{27, 4096});
     f.add("seed", &cfg.seed, "data-set seed; sample i uses arrow_sample_seed(seed, i)");
     f.add_switch("grid", &cfg.grid, "draw light grey cell borders (illustrations; the task images have none)");

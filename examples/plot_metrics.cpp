@@ -67,11 +67,14 @@ Config parse_args(int argc, char** argv, bool& help) {
   f.add("hi", &cfg.hi, "with --bars: the upper ends of the error bars", "KEY");
   f.add("y-min", &cfg.y_min, "fixed y range (default: from the data; bars start at 0)");
   f.add("y-max", &cfg.y_max, "fixed y range (default: from the data)");
-  f.add("width", &cfg.width, "image width, pixels");
-  f.add("height", &cfg.height, "image height, pixels (0: 300 per panel, plus room for the title)");
+  f.add("width", &cfg.width, "image width, pixels", liere::app::Range{200, 16384});
+  f.add("height", &cfg.height, "image height, pixels (0: 300 per panel, plus room for the title)",
+        liere::app::Range{0, 16384});
   help = !f.parse(argc, argv);
   if (help) return cfg;
   if (cfg.out.empty()) throw UsageError("--out is required");
+  if (cfg.height != 0 && cfg.height < 150)
+    throw UsageError("--height " + std::to_string(cfg.height) + ": expected 0 (automatic) or at least 150 pixels");
   if (cfg.y.empty()) throw UsageError("give at least one --y key");
   if (cfg.files.empty()) throw UsageError("give at least one metrics file");
   if (cfg.bars && cfg.y.size() != 1) throw UsageError("--bars takes exactly one --y key");

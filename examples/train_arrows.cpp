@@ -261,18 +261,18 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   opt.validate();
   ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
   const int patch = m.cfg.patch;
-  LIERE_ENSURE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
-               "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
-  for (int r : s.res) LIERE_ENSURE(r >= 27 && r % patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
-  LIERE_ENSURE(ao.shift >= 0 && ao.shift <= patch, "--shift " << ao.shift << ": allowed 0 to " << patch << " pixels");
+  LIERE_USAGE(ao.test_n >= 1 && ao.train_samples >= opt.batch,
+              "--test-n must be >= 1 and --train-samples at least one batch (" << opt.batch << ")");
+  for (int r : s.res) LIERE_USAGE(r >= 27 && r % patch == 0, "--res " << r << ": must be a multiple of the patch size 12");
+  LIERE_USAGE(ao.shift >= 0 && ao.shift <= patch, "--shift " << ao.shift << ": allowed 0 to " << patch << " pixels");
   for (int r : ao.train_res)
-    LIERE_ENSURE(r >= 27 && r % patch == 0, "--train-res " << r << ": must be a multiple of the patch size 12");
-  LIERE_ENSURE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % patch == 0),
-               "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
+    LIERE_USAGE(r >= 27 && r % patch == 0, "--train-res " << r << ": must be a multiple of the patch size 12");
+  LIERE_USAGE(ao.model_res == 0 || (ao.model_res >= 27 && ao.model_res % patch == 0),
+              "--model-res " << ao.model_res << ": must be a multiple of the patch size 12");
   s.cfg = m.config();
   s.cfg.channels = 1;
   s.cfg.classes = data::kArrowClasses;
-  LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
+  LIERE_USAGE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
   s.compare.default_to(f, default_compare);
   s.compare.validate(f, opt, s.cfg.pe);
   return true;
@@ -381,14 +381,14 @@ int main(int argc, char** argv) {
     if (!parse_flags(argc, argv, s)) return 0;
 
     if (s.opt.dry_run || s.opt.bench_steps > 0) {
-      LIERE_ENSURE(s.ao.model_res == 0 || s.ao.model_res == s.res[0], "--dry-run and --bench-steps use the model at --res");
+      LIERE_USAGE(s.ao.model_res == 0 || s.ao.model_res == s.res[0], "--dry-run and --bench-steps use the model at --res");
       nn::VitConfig cfg = s.cfg;
       cfg.image = {s.res[0], s.res[0]};
       app::dry_run_or_bench(cfg, s.opt, "arrows");
       return 0;
     }
     if (s.compare.list.empty()) {  // one encoding
-      LIERE_ENSURE(s.res.size() == 1, "several --res values need --compare");
+      LIERE_USAGE(s.res.size() == 1, "several --res values need --compare");
       const ArrowRun r = train_one(s.cfg, s.opt, s.ao, s.res[0], s.attn_maps);
       if (!s.opt.summary_json.empty()) write_summary(s, r);
       return 0;

@@ -402,20 +402,20 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   nn::VitConfig& cfg = s.cfg;
   cfg = m.config();
   opt.validate();
-  LIERE_ENSURE(vo.normalise == "auto" || vo.normalise == "imagenet" || vo.normalise == "unit",
-               "--normalise " << vo.normalise << ": allowed: auto, imagenet, unit");
-  LIERE_ENSURE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
-  LIERE_ENSURE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
-  LIERE_ENSURE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
-  LIERE_ENSURE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
-               "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
-  LIERE_ENSURE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
-  LIERE_ENSURE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
-  LIERE_ENSURE(vo.bench_data >= 0, "--bench-data must be >= 0");
+  LIERE_USAGE(vo.normalise == "auto" || vo.normalise == "imagenet" || vo.normalise == "unit",
+              "--normalise " << vo.normalise << ": allowed: auto, imagenet, unit");
+  LIERE_USAGE(vo.split >= 1 && vo.split <= 3, "--split " << vo.split << ": allowed: 1, 2, 3");
+  LIERE_USAGE(!syn || vo.split == 1, "--split " << vo.split << ": the synthetic task has split 1 only");
+  LIERE_USAGE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
+  LIERE_USAGE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
+              "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
+  LIERE_USAGE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
+  LIERE_USAGE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
+  LIERE_USAGE(vo.bench_data >= 0, "--bench-data must be >= 0");
   cfg.channels = 3;
   cfg.image = {T, S, S};
   cfg.classes = syn ? vo.syn_classes : 101;
-  LIERE_ENSURE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
+  LIERE_USAGE(s.compare.list.empty() || opt.init_from.empty(), "--init-from fine-tunes one model: not with --compare");
   if (syn) s.compare.default_to(f, default_compare);
   s.compare.validate(f, opt, cfg.pe);
   return true;

@@ -645,6 +645,12 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   CHECK(img.w == 900);
   CHECK(run("--out " + png + " --y test_acc " + bad) == 1);
   CHECK(log().find(bad + ":2:") != std::string::npos);
+  // Sizes a chart cannot have are usage errors (exit 2), before any file is read.
+  CHECK(run("--out " + png + " --y test_acc --width 0 " + bad) == 2);
+  CHECK(log().find("--width 0: expected an integer in [200, 16384]") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --height -5 " + bad) == 2);
+  CHECK(run("--out " + png + " --y test_acc --height 100 " + bad) == 2);
+  CHECK(log().find("--height 100: expected 0 (automatic) or at least 150 pixels") != std::string::npos);
 }
 
 TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {

@@ -35,6 +35,17 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// LIERE_USAGE(cond, msg): a UsageError (exit 2) with the streamed message when cond is false: LIERE_ENSURE for the
+// checks of a command line, without the source location.
+#define LIERE_USAGE(cond, msg)                                \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      std::ostringstream liere_usage_msg_;                    \
+      liere_usage_msg_ << msg;                                \
+      throw ::liere::app::UsageError(liere_usage_msg_.str()); \
+    }                                                         \
+  } while (false)
+
 // An error every rank of a data-parallel run raises alike (e.g. a non-finite loss after the all-reduce): rank 0
 // alone prints it and the ranks end normally.
 struct AllRanksError : Error {
