@@ -73,8 +73,8 @@ Config parse_args(int argc, char** argv, bool& help) {
   help = !f.parse(argc, argv);
   if (help) return cfg;
   if (cfg.out.empty()) throw UsageError("--out is required");
-  if (cfg.height != 0 && cfg.height < 150)
-    throw UsageError("--height " + std::to_string(cfg.height) + ": expected 0 (automatic) or at least 150 pixels");
+  LIERE_USAGE(cfg.height == 0 || cfg.height >= 150,
+              "--height " << cfg.height << ": expected 0 (automatic) or at least 150 pixels");
   if (cfg.y.empty()) throw UsageError("give at least one --y key");
   if (cfg.files.empty()) throw UsageError("give at least one metrics file");
   if (cfg.bars && cfg.y.size() != 1) throw UsageError("--bars takes exactly one --y key");

@@ -127,22 +127,19 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   if (!f.parse(argc, argv)) return false;
   s.opt.root_writes_files();  // rank 0 writes the files
 
-  if (!(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder"))
-    throw app::UsageError("--data " + d.data + ": allowed: cifar10, cifar100, fashion-mnist, folder");
+  LIERE_USAGE(d.data == "cifar10" || d.data == "cifar100" || d.data == "fashion-mnist" || d.data == "folder",
+              "--data " << d.data << ": allowed: cifar10, cifar100, fashion-mnist, folder");
   const bool folder = d.data == "folder", fashion = d.data == "fashion-mnist";
   if (d.augment == "default") d.augment = fashion || folder ? "crop-flip" : "randaugment";
-  if (!(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment"))
-    throw app::UsageError("--augment " + d.augment + ": allowed: none, crop-flip, randaugment");
+  LIERE_USAGE(d.augment == "none" || d.augment == "crop-flip" || d.augment == "randaugment",
+              "--augment " << d.augment << ": allowed: none, crop-flip, randaugment");
   nn::VitConfig& cfg = s.cfg;
   cfg = s.model.config();
   s.opt.validate();
-  if (!(d.fraction > 0 && d.fraction <= 1))
-    throw app::UsageError((std::ostringstream() << "--data-fraction " << d.fraction << ": expected a fraction in (0, 1]")
-                              .str());
+  LIERE_USAGE(d.fraction > 0 && d.fraction <= 1, "--data-fraction " << d.fraction << ": expected a fraction in (0, 1]");
   for (int res : d.eval_res)  // before training, not after it
-    if (res < cfg.patch || res % cfg.patch != 0)
-      throw app::UsageError("--eval-res " + std::to_string(res) + " is not a positive multiple of the patch size " +
-                            std::to_string(cfg.patch));
+    LIERE_USAGE(res >= cfg.patch && res % cfg.patch == 0,
+                "--eval-res " << res << " is not a positive multiple of the patch size " << cfg.patch);
   cfg.channels = fashion ? 1 : 3;
   cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
   cfg.classes = d.data == "cifar100" ? 100 : 10;

@@ -22,18 +22,16 @@ void CompareOptions::root_writes_files() {
 
 void CompareOptions::validate(const Flags& f, const TrainOptions& opt, const PEConfig& base) const {
   if (list.empty()) {
-    if (!json.empty() || !png.empty())
-      throw UsageError(std::string(json.empty() ? "--compare-png" : "--compare-json") +
-                       " writes a comparison: it needs --compare LIST");
+    LIERE_USAGE(json.empty() && png.empty(),
+                (json.empty() ? "--compare-png" : "--compare-json") << " writes a comparison: it needs --compare LIST");
     return;
   }
-  if (f.given("pe"))
-    throw UsageError("--pe and --compare " + list + ": name the encodings in --compare's list (e.g. abs,liere8)");
+  LIERE_USAGE(!f.given("pe"),
+              "--pe and --compare " << list << ": name the encodings in --compare's list (e.g. abs,liere8)");
   for (const auto& [flag, path] : {std::pair{"--save", &opt.save}, std::pair{"--resume", &opt.resume},
                                    std::pair{"--predictions", &opt.predictions}})
-    if (!path->empty())
-      throw UsageError(std::string(flag) + " is for one run; --compare trains every encoding from scratch and writes "
-                                           "its results to --compare-json (and --metrics, one file per run)");
+    LIERE_USAGE(path->empty(), flag << " is for one run; --compare trains every encoding from scratch and writes its "
+                                       "results to --compare-json (and --metrics, one file per run)");
   for (const auto& l : labels()) {
     try {
       (void)parse_pe_label(l, base);

@@ -145,18 +145,9 @@ void Flags::add_switch(const std::string& name, bool* v, const std::string& help
 }
 void Flags::add_pe(PEConfig* pe) {
   pe_ = pe;
-  std::string text = PEConfig::flags_help();
-  for (const auto& [name, set] : setters_) {  // a flag the program declared itself (pe_diagnostics' --pe KIND|all)
-    (void)set;                                // is listed once, where it declared it: drop the generic line(s)
-    const std::string head = "  --" + name + " ";
-    const std::size_t at = text.rfind(head, 0) == 0 ? 0 : text.find("\n" + head);
-    if (at == std::string::npos) continue;
-    const std::size_t begin = at == 0 ? 0 : at + 1;
-    std::size_t end = text.find('\n', begin);
-    while (end != std::string::npos && text.compare(end + 1, 4, "    ") == 0) end = text.find('\n', end + 1);
-    text.erase(begin, end == std::string::npos ? std::string::npos : end + 1 - begin);
-  }
-  help_ << "\nPosition encoding:\n" << text;
+  // A flag the program declared itself (pe_diagnostics' --pe KIND|all) is listed once, where it declared it.
+  help_ << "\nPosition encoding:\n"
+        << PEConfig::flags_help([this](const std::string& name) { return setters_.count(name) > 0; });
 }
 void Flags::positional(const std::string& metavar, std::vector<std::string>* v, const std::string& help) {
   positional_ = v;

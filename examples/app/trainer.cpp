@@ -67,25 +67,21 @@ nn::VitConfig ModelOptions::config() const {
   }
   // The model's geometry, as usage errors that name the flags (the model and the encoding would refuse it later,
   // naming neither).
-  auto usage = [](bool ok, const std::string& what) {
-    if (!ok) throw UsageError(what);
-  };
-  usage(pool == "cls" || pool == "mean", "--pool " + pool + ": allowed: cls, mean");
+  LIERE_USAGE(pool == "cls" || pool == "mean", "--pool " << pool << ": allowed: cls, mean");
   c.pool = pool == "cls" ? nn::Pool::cls : nn::Pool::mean;
-  usage(c.patch >= 1, "--patch " + std::to_string(c.patch) + ": expected an integer >= 1");
-  usage(c.drop >= 0 && c.drop < 1,
-        (std::ostringstream() << "--drop " << c.drop << ": expected a probability in [0, 1)").str());
-  usage(c.dim >= 1 && c.depth >= 1 && c.heads >= 1 && c.mlp_hidden >= 1,
-        "the model's sizes must be >= 1: --dim " + std::to_string(c.dim) + ", --depth " + std::to_string(c.depth) +
-            ", --heads " + std::to_string(c.heads) + ", --mlp " + std::to_string(c.mlp_hidden));
-  usage(c.dim % c.heads == 0, "--dim " + std::to_string(c.dim) + " is not a multiple of --heads " +
-                                  std::to_string(c.heads) + " (head dim = dim / heads)");
+  LIERE_USAGE(c.patch >= 1, "--patch " << c.patch << ": expected an integer >= 1");
+  LIERE_USAGE(c.drop >= 0 && c.drop < 1, "--drop " << c.drop << ": expected a probability in [0, 1)");
+  LIERE_USAGE(c.dim >= 1 && c.depth >= 1 && c.heads >= 1 && c.mlp_hidden >= 1,
+              "the model's sizes must be >= 1: --dim " << c.dim << ", --depth " << c.depth << ", --heads " << c.heads
+                                                       << ", --mlp " << c.mlp_hidden);
+  LIERE_USAGE(c.dim % c.heads == 0,
+              "--dim " << c.dim << " is not a multiple of --heads " << c.heads << " (head dim = dim / heads)");
   const int head = c.dim / c.heads, b = c.pe.effective_block();
-  usage(head >= 2, "--dim " + std::to_string(c.dim) + " / --heads " + std::to_string(c.heads) + " gives a head dim of " +
-                       std::to_string(head) + ": expected at least 2");
-  usage(!c.pe.info().rotary || head % b == 0,
-        "--pe " + c.pe.label() + ": its blocks of " + std::to_string(b) + " do not divide the head dim " +
-            std::to_string(head) + " (--dim " + std::to_string(c.dim) + " / --heads " + std::to_string(c.heads) + ")");
+  LIERE_USAGE(head >= 2, "--dim " << c.dim << " / --heads " << c.heads << " gives a head dim of " << head
+                                  << ": expected at least 2");
+  LIERE_USAGE(!c.pe.info().rotary || head % b == 0, "--pe " << c.pe.label() << ": its blocks of " << b
+                                                            << " do not divide the head dim " << head << " (--dim "
+                                                            << c.dim << " / --heads " << c.heads << ")");
   return c;
 }
 
@@ -204,26 +200,15 @@ Precision TrainOptions::resolved_precision() const {
 void TrainOptions::validate() const {
   (void)resolved_device();
   (void)resolved_precision();
-  // The flags' own ranges (add_flags) are checked as they are read; here what a program may have set, and the
-  // combinations. A bad value is a usage error (exit 2) that names the flag.
-  auto usage = [](bool ok, const std::string& what) {
-    if (!ok) throw UsageError(what);
-  };
-  const auto num = [](double x) { return (std::ostringstream() << x).str(); };
-  usage(epochs >= 0, "--epochs " + std::to_string(epochs) + ": expected an integer >= 0");
-  usage(batch >= 1, "--batch " + std::to_string(batch) + ": expected an integer >= 1");
-  usage(eval_batch >= 1, "--eval-batch " + std::to_string(eval_batch) + ": expected an integer >= 1");
-  usage(threads >= 1, "--threads " + std::to_string(threads) + ": expected an integer >= 1");
-  usage(epochs >= 1 || !init_from.empty(),
-        "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
-  usage(log_every >= 0, "--log-every " + std::to_string(log_every) + ": expected an integer >= 0");
-  usage(lr > 0, "--lr " + num(lr) + ": expected a number > 0");
-  usage(wd >= 0, "--wd " + num(wd) + ": expected a number >= 0");
-  usage(clip >= 0, "--clip " + num(clip) + ": expected a number >= 0 (0: off)");
-  usage(warmup >= 0 && (epochs == 0 || warmup < epochs + 1),
-        "--warmup " + num(warmup) + ": expected a number of epochs in [0, --epochs + 1) (--epochs " +
-            std::to_string(epochs) + ")");
-  usage(optimizer == "adamw" || optimizer == "adam", "--optimizer " + optimizer + ": allowed: adamw, adam");
+  // The single values' ranges are the flags' own (add_flags: checked as they are read); here the combinations and what
+  // a range cannot say. A bad value is a usage error (exit 2) that names the flag.
+  LIERE_USAGE(epochs >= 1 || !init_from.empty(),
+              "--epochs 0 evaluates a checkpoint without training: it needs --init-from PATH");
+  LIERE_USAGE(lr > 0, "--lr " << lr << ": expected a number > 0");
+  LIERE_USAGE(epochs == 0 || warmup < epochs + 1,
+              "--warmup " << warmup << ": expected a number of epochs in [0, --epochs + 1) (--epochs " << epochs
+                          << ")");
+  LIERE_USAGE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
   if (loss_scale != 0) {  // a power of two: unscaling is then exact
     int e = 0;
     if (!(loss_scale > 0 && std::frexp(loss_scale, &e) == 0.5))
@@ -231,8 +216,6 @@ void TrainOptions::validate() const {
                                              << ": expected 0 (off) or a power of two (e.g. 65536)")
                            .str());
   }
-  usage(comm_timeout > 0, "--comm-timeout " + num(comm_timeout) + ": expected a number of seconds > 0");
-  usage(bucket_mib > 0, "--bucket-mib " + num(bucket_mib) + ": expected a number > 0");
   if (const int n = Comm::world().size(); batch % n != 0)
     throw UsageError("--batch " + std::to_string(batch) + " does not divide among the " + std::to_string(n) +
                      " ranks of this run (mpirun -np " + std::to_string(n) + "): --batch is the global batch and every "
@@ -243,9 +226,9 @@ void TrainOptions::validate() const {
                                    std::pair{"--summary-json", &summary_json},
                                    std::pair{"--predictions", &predictions}})
     check_output_folder(flag, *path);
-  usage(resume.empty() || init_from.empty(),
-        "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
-        "--init-from starts a new one from a checkpoint's weights");
+  LIERE_USAGE(resume.empty() || init_from.empty(),
+              "--resume and --init-from exclude each other: --resume continues a run (its optimizer state and epoch), "
+              "--init-from starts a new one from a checkpoint's weights");
 }
 
 double peak_rss_mib() {

@@ -11,6 +11,7 @@
 #include <numbers>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace liere {
@@ -201,16 +202,28 @@ struct PEConfig {
     return true;
   }
 
-  static const char* flags_help() {
-    return "  --pe KIND            none, absolute (abs), visionllama, rope-mixed, rope-mixed-official,\n"
-           "                       liere-commute, liere, rope-1d, comrope-ap, comrope-ld, string  [liere]\n"
-           "  --block B            LieRE / ComRoPE block size: 2, 3, 4, 8, 16, 32, 64 (must divide the head dim) [8]\n"
-           "  --sharing S          layer-head, head, layer, shared  [layer-head]\n"
-           "  --init I             default, 2pi, uniform:S, normal:S, official  [default: per encoding]\n"
-           "  --positions P        official (linspace(0, n/E, n)), extrapolate (keep the step),\n"
-           "                       interpolate (keep the range)  [official]\n"
-           "  --position-unit U    range (training grid in [0,1]) or integer  [per encoding]\n"
-           "  --cls C              identity (official), skip (rope-vit, timm), center (ComRoPE)  [identity]\n";
+  // The --help text of the flags set() takes, an entry per flag; skip(name) true leaves that flag's entry out (a
+  // program that declares the flag itself, e.g. pe_diagnostics' --pe KIND|all).
+  template <class Skip>
+  static std::string flags_help(Skip skip) {
+    static constexpr std::pair<const char*, const char*> kEntries[] = {
+        {"pe", "  --pe KIND            none, absolute (abs), visionllama, rope-mixed, rope-mixed-official,\n"
+               "                       liere-commute, liere, rope-1d, comrope-ap, comrope-ld, string  [liere]\n"},
+        {"block",
+         "  --block B            LieRE / ComRoPE block size: 2, 3, 4, 8, 16, 32, 64 (must divide the head dim) [8]\n"},
+        {"sharing", "  --sharing S          layer-head, head, layer, shared  [layer-head]\n"},
+        {"init", "  --init I             default, 2pi, uniform:S, normal:S, official  [default: per encoding]\n"},
+        {"positions", "  --positions P        official (linspace(0, n/E, n)), extrapolate (keep the step),\n"
+                      "                       interpolate (keep the range)  [official]\n"},
+        {"position-unit", "  --position-unit U    range (training grid in [0,1]) or integer  [per encoding]\n"},
+        {"cls", "  --cls C              identity (official), skip (rope-vit, timm), center (ComRoPE)  [identity]\n"}};
+    std::string text;
+    for (const auto& [name, help] : kEntries)
+      if (!skip(std::string(name))) text += help;
+    return text;
+  }
+  static std::string flags_help() {
+    return flags_help([](const std::string&) { return false; });
   }
 };
 
