@@ -29,6 +29,8 @@ namespace liere::cuda {
 
 namespace {
 
+constexpr std::size_t kSdpaFwdVersion = 91300, kSdpaBwdVersion = 91700;  // cudnnGetVersion() of the first with each
+
 // The functions of libcudnn.so.9 this file calls, found with dlsym; `why` is empty when all of them were.
 struct Api {
   decltype(&::cudnnGetVersion) get_version = nullptr;
@@ -71,9 +73,11 @@ const Api& api() {
     find(lib, r.get, "cudnnBackendGetAttribute", r.why);
     find(lib, r.finalize, "cudnnBackendFinalize", r.why);
     find(lib, r.execute, "cudnnBackendExecute", r.why);
-    if (r.why.empty() && r.get_version() < 91700)
+    // The forward from 9.13; the backward's version is checked by backward_plan (9.17), so that a cuDNN between
+    // the two (PyTorch's wheels carried 9.14 on the H200 of 2026-11-27) still runs and measures the forward.
+    if (r.why.empty() && r.get_version() < kSdpaFwdVersion)
       r.why = "libcudnn.so.9 is version " + std::to_string(r.get_version()) +
-              ": the SDPA_BWD operation needs cuDNN 9.17 or newer (91700)";
+              ": the SDPA_FWD operation needs cuDNN 9.13 or newer (91300)";
     return r;
   }();
   return a;
@@ -400,6 +404,11 @@ bool CudnnAttention::backward_plan() {
   Impl& m = *impl_;
   if (!m.bwd_tried) {
     m.bwd_tried = true;
+    if (const std::size_t v = api().get_version(); v < kSdpaBwdVersion) {
+      m.bwd.why = "libcudnn.so.9 is version " + std::to_string(v) +
+                  ": the SDPA_BWD operation needs cuDNN 9.17 or newer (91700)";
+      return false;
+    }
     m.bwd.operation = backward_operation(m.s, m.type);
     make_plan(m.bwd);
   }

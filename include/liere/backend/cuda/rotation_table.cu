@@ -6,9 +6,10 @@
 // memory in the thread's local memory; blocks 2 and 3 use their closed forms, 4 and up scaling and squaring in
 // double (Work<N>, as the CPU op). Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
 // the same bodies with BlockLoops (every loop and product of kernels/matrix_exp.hpp split over the block's threads,
-// the product's operands staged in shared memory, each thread an (N/16)² tile of the result), working memory in
-// slices of a scratch buffer (processed in chunks that keep the buffer under kScratchBudget). One thread per
-// 64×64 matrix ran the ViT-Tiny LieRE-64 step at 77 img/s on an H200 (bench/README.md).
+// the product's operands staged in shared memory, each thread N/16 × N/16 entries of the result), as many thread
+// blocks as the device runs at once, each looping over matrices with its own slice of a scratch buffer (at most
+// kScratchBudget). One thread per 64×64 matrix ran the ViT-Tiny LieRE-64 step at 77 img/s on an H200
+// (bench/README.md).
 // Backward: per block matrix (a thread, or a thread block from 16 up) hat*(L(Aᵀ, dR)) (b(b−1)/2 values) into a
 // scratch buffer; a second kernel, one thread per generator coordinate, sums p_{t,i} times them over the rows in a
 // fixed order, in double: deterministic, no atomics. Neither copies anything to the host nor synchronises.
@@ -24,7 +25,7 @@ namespace liere::cuda {
 
 namespace {
 
-constexpr std::size_t kScratchBudget = std::size_t(256) << 20;  // bytes of working memory per launch
+constexpr std::size_t kScratchBudget = std::size_t(256) << 20;  // most bytes of working memory of a launch
 __device__ int g_table_nonfinite = 0;
 
 template <int N>
@@ -80,9 +81,12 @@ struct BlockLoops {
     for (int i = int(threadIdx.x); i < n; i += kCoopThreads) m = kernels::SerialLoops::max2(m, f(i));
     return reduce(m, [](double x, double y) { return kernels::SerialLoops::max2(x, y); });
   }
-  // c = a·b (+ c): thread (ti, tj) of a 16×16 grid computes the R×R tile at rows ti·R, columns tj·R; every entry
-  // sums over k in order from c (or 0), as NaiveMul does. a and b are staged in the launch's dynamic shared memory
-  // (coop_smem<N, W>() bytes: 64 KiB for 64×64 in double, above the 48 KiB of static shared memory).
+  // c = a·b (+ c): thread (ti, tj) of a 16×16 grid computes rows ti·R … ti·R + R − 1 at columns tj, tj + 16, …,
+  // tj + 16(R − 1); every entry sums over k in order from c (or 0), as NaiveMul does. The columns interleaved: the
+  // 16 threads of a half-warp read 16 consecutive entries of b's row k (no bank conflicts; with R consecutive
+  // columns per thread, as before 2026-11-27, four threads shared each bank) and write 16 consecutive entries of c.
+  // a and b are staged in the launch's dynamic shared memory (coop_smem<N, W>() bytes: 64 KiB for 64×64 in double,
+  // above the 48 KiB of static shared memory).
   template <int N, class W>
   __device__ static void mul(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c, bool accumulate) {
     static_assert(N % 16 == 0 && kCoopThreads == 256, "BlockLoops::mul: 16×16 threads, N a multiple of 16");
@@ -95,19 +99,19 @@ struct BlockLoops {
       sb[e] = b[e];
     }
     __syncthreads();
-    const int i0 = int(threadIdx.x) / 16 * R, j0 = int(threadIdx.x) % 16 * R;
+    const int i0 = int(threadIdx.x) / 16 * R, j0 = int(threadIdx.x) % 16;
     W acc[R][R];
     for (int u = 0; u < R; ++u)
-      for (int v = 0; v < R; ++v) acc[u][v] = accumulate ? c[(i0 + u) * N + j0 + v] : W(0);
+      for (int v = 0; v < R; ++v) acc[u][v] = accumulate ? c[(i0 + u) * N + j0 + 16 * v] : W(0);
     for (int k = 0; k < N; ++k) {
       W av[R], bv[R];
       for (int u = 0; u < R; ++u) av[u] = sa[(i0 + u) * N + k];
-      for (int v = 0; v < R; ++v) bv[v] = sb[k * N + j0 + v];
+      for (int v = 0; v < R; ++v) bv[v] = sb[k * N + j0 + 16 * v];
       for (int u = 0; u < R; ++u)
         for (int v = 0; v < R; ++v) acc[u][v] += av[u] * bv[v];
     }
     for (int u = 0; u < R; ++u)
-      for (int v = 0; v < R; ++v) c[(i0 + u) * N + j0 + v] = acc[u][v];
+      for (int v = 0; v < R; ++v) c[(i0 + u) * N + j0 + 16 * v] = acc[u][v];
     __syncthreads();
   }
 };
@@ -174,50 +178,56 @@ constexpr std::size_t coop_smem() {
   return 2 * std::size_t(N) * N * sizeof(W);
 }
 
-// Blocks of 16 and up: matrix first + blockIdx.x, one thread block (kCoopThreads) each; work: kExpWork + 2
-// matrices (in Work<N>) per matrix of the launch.
+// Blocks of 16 and up: one thread block (kCoopThreads) per matrix at a time, as many blocks as the device runs at
+// once (coop_slots), each taking matrices blockIdx.x, blockIdx.x + gridDim.x, … of the `count` and its own slot of
+// `work`: kExpWork + 2 matrices (in Work<N>). Until 2026-11-27 a block per matrix, in chunks of the scratch budget:
+// four launches a pass for ViT-Tiny LieRE-64, each ending in a partly filled wave; with this and one pass over the
+// T18 combinations (kernels/matrix_exp.hpp) the H200 ran the forward in 1.11 ms instead of 2.14, the backward in
+// 1.72 instead of 2.96 (bench/README.md).
 template <int N>
 __global__ void __launch_bounds__(kCoopThreads) table_forward_coop(const float* w, const float* pos, float* table,
-                                                                    RotationTableShape sh, std::int64_t first,
+                                                                    RotationTableShape sh, std::int64_t count,
                                                                     Work<N>* work) {
   using W = Work<N>;
   constexpr int NN = N * N;
-  const std::int64_t j = blockIdx.x, i = first + j;
   const int dim = sh.dim;
-  const float* wi = w + sh.generator_offset(i);
-  const float* p = pos + std::int64_t(sh.position_row(i)) * dim;
   const long stride = long(sh.num_blocks()) * (N * (N - 1) / 2);
-  W* a = work + j * std::int64_t(kernels::kExpWork + 2) * NN;
+  W* a = work + std::int64_t(blockIdx.x) * (kernels::kExpWork + 2) * NN;
   W* r = a + NN;
-  kernels::block_generator<N, float, W, BlockLoops>(wi, stride, p, dim, a);
-  kernels::expm_skew<N, W, BlockLoops>(a, r, r + NN, kPolish<N>);
-  float* out = table + i * NN;
-  BlockLoops::each(NN, [&](int e) { out[e] = float(r[e]); });
-  if (threadIdx.x == 0 && !(out[0] == out[0])) g_table_nonfinite = 1;
+  for (std::int64_t i = blockIdx.x; i < count; i += gridDim.x) {  // the same i on every thread of the block
+    const float* wi = w + sh.generator_offset(i);
+    const float* p = pos + std::int64_t(sh.position_row(i)) * dim;
+    kernels::block_generator<N, float, W, BlockLoops>(wi, stride, p, dim, a);
+    kernels::expm_skew<N, W, BlockLoops>(a, r, r + NN, kPolish<N>);
+    float* out = table + i * NN;
+    BlockLoops::each(NN, [&](int e) { out[e] = float(r[e]); });
+    if (threadIdx.x == 0 && !(out[0] == out[0])) g_table_nonfinite = 1;
+  }
 }
 
-// The backward's per-matrix part for blocks of 16 and up (table_backward_kernel's, a thread block per matrix);
-// work: kFrechetWork + 4 matrices per matrix of the launch.
+// The backward's per-matrix part for blocks of 16 and up (table_backward_kernel's, a thread block per matrix at a
+// time, as table_forward_coop); work: kFrechetWork + 4 matrices per block of the launch.
 template <int N>
 __global__ void __launch_bounds__(kCoopThreads) table_backward_coop(const float* w, const float* pos,
                                                                      const float* dtable, RotationTableShape sh,
-                                                                     std::int64_t first, float* work, float* contrib) {
+                                                                     std::int64_t count, float* work, float* contrib) {
   constexpr int NN = N * N, ppb = N * (N - 1) / 2;
-  const std::int64_t j = blockIdx.x, i = first + j;
   const int dim = sh.dim;
-  const float* wi = w + sh.generator_offset(i);
-  const float* p = pos + std::int64_t(sh.position_row(i)) * dim;
   const long stride = long(sh.num_blocks()) * ppb;
-  float* a = work + j * std::int64_t(kernels::kFrechetWork + 4) * NN;
+  float* a = work + std::int64_t(blockIdx.x) * (kernels::kFrechetWork + 4) * NN;
   float *g = a + NN, *r = g + NN, *l = r + NN;
-  BlockLoops::each(NN, [&](int e) {
-    r[e] = kernels::block_generator_entry<N, float, float>(wi, stride, p, dim, (e % N) * N + e / N);  // Aᵀ
-    g[e] = dtable[i * NN + e];
-  });
-  kernels::expm_frechet_skew<N, float, BlockLoops>(r, g, a, l, l + NN);
-  float* c = contrib + i * ppb;
-  BlockLoops::each(ppb, [&](int q) { c[q] = 0.f; });
-  kernels::skew_adjoint_add<N, float, float, BlockLoops>(l, 1.0, c);
+  for (std::int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const float* wi = w + sh.generator_offset(i);
+    const float* p = pos + std::int64_t(sh.position_row(i)) * dim;
+    BlockLoops::each(NN, [&](int e) {
+      r[e] = kernels::block_generator_entry<N, float, float>(wi, stride, p, dim, (e % N) * N + e / N);  // Aᵀ
+      g[e] = dtable[i * NN + e];
+    });
+    kernels::expm_frechet_skew<N, float, BlockLoops>(r, g, a, l, l + NN);
+    float* c = contrib + i * ppb;
+    BlockLoops::each(ppb, [&](int q) { c[q] = 0.f; });
+    kernels::skew_adjoint_add<N, float, float, BlockLoops>(l, 1.0, c);
+  }
 }
 
 // dw[set, ax, k, q] += Σ_t p[t, ax] · contrib[(set·rows + t)·nb + k, q], t in order, in double.
@@ -237,39 +247,54 @@ __global__ void table_backward_reduce(const float* pos, const float* contrib, fl
   }
 }
 
-// A cooperative kernel's launch with its dynamic shared memory (above 48 KiB only after the kernel opts in).
-template <class Kernel, class... Args>
-void launch_coop(const char* name, Kernel kernel, std::size_t smem, std::int64_t count, Args... args) {
+// How many thread blocks of a cooperative kernel the device runs at once, its dynamic shared memory opted in first
+// (above 48 KiB a kernel must ask for it): the grid of a launch, each block looping over matrices with its own slot
+// of working memory.
+template <class Kernel>
+std::int64_t coop_resident(const char* name, Kernel kernel, std::size_t smem) {
+  int device = 0, sms = 0, per_sm = 0;
+  LIERE_CUDA_CHECK(cudaGetDevice(&device));
   if (smem > std::size_t(48) << 10) {
-    int device = 0, most = 0;
-    LIERE_CUDA_CHECK(cudaGetDevice(&device));
+    int most = 0;
     LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     LIERE_ENSURE(smem <= std::size_t(most), name << " on cuda: needs " << smem << " bytes of shared memory per block, "
                                                  << "this device allows " << most);
     LIERE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   }
-  LIERE_CUDA_LAUNCH_SMEM(name, kernel, unsigned(count), kCoopThreads, smem, args...);
+  LIERE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  LIERE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kCoopThreads, smem));
+  LIERE_ENSURE(per_sm > 0, name << " on cuda: a block of " << kCoopThreads << " threads with " << smem
+                                << " bytes of shared memory does not fit on this device");
+  return std::int64_t(per_sm) * sms;
+}
+
+// The grid of a cooperative launch over `total` matrices with `per` bytes of working memory each: the blocks the
+// device runs at once, no more than the matrices, and within kScratchBudget.
+template <class Kernel>
+std::int64_t coop_slots(const char* name, Kernel kernel, std::size_t smem, std::int64_t total, std::size_t per) {
+  std::int64_t slots = coop_resident(name, kernel, smem);
+  const std::int64_t budget = std::int64_t(kScratchBudget / per);
+  if (slots > budget) slots = budget > 0 ? budget : 1;
+  return slots < total ? slots : total;
 }
 
 template <int N>
 void forward_n(const float* w, const float* pos, float* table, const RotationTableShape& sh) {
   using W = Work<N>;
   const std::int64_t total = sh.num_matrices();
-  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kExpWork + 2) * N * N * sizeof(W);
-  const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
-  // Working memory from the device pool, released when this returns (one stream: after the kernels that use it).
-  const DeviceBlock work_block = per && total > 0 ? DeviceBlock(std::size_t(chunk < total ? chunk : total) * per) : DeviceBlock();
-  W* work = work_block.get<W>();
-  for (std::int64_t first = 0; first < total; first += chunk) {
-    const std::int64_t count = total - first < chunk ? total - first : chunk;
-    if constexpr (kCoop<N>) {
-      launch_coop("rotation_table_forward", table_forward_coop<N>, coop_smem<N, W>(), count, w, pos, table, sh, first,
-                  work);
-    } else {
-      constexpr int threads = 128;
-      LIERE_CUDA_LAUNCH_AS("rotation_table_forward", table_forward_kernel<N>, blocks_for(count, threads), threads, w,
-                           pos, table, sh, first, count, work);
-    }
+  if constexpr (kCoop<N>) {
+    const char* name = "rotation_table_forward";
+    const std::size_t per = std::size_t(kernels::kExpWork + 2) * N * N * sizeof(W), smem = coop_smem<N, W>();
+    const std::int64_t slots = coop_slots(name, table_forward_coop<N>, smem, total, per);
+    // Working memory from the device pool, released when this returns (one stream: after the kernel that uses it).
+    const DeviceBlock work(std::size_t(slots) * per);
+    LIERE_CUDA_LAUNCH_SMEM(name, table_forward_coop<N>, unsigned(slots), kCoopThreads, smem, w, pos, table, sh, total,
+                           work.get<W>());
+  } else {
+    static_assert(kLocalWork<N>, "rotation tables on cuda: blocks up to 8 in a thread's memory, 16 and up cooperative");
+    constexpr int threads = 128;
+    LIERE_CUDA_LAUNCH_AS("rotation_table_forward", table_forward_kernel<N>, blocks_for(total, threads), threads, w,
+                         pos, table, sh, std::int64_t(0), total, static_cast<W*>(nullptr));
   }
 }
 
@@ -279,20 +304,18 @@ void backward_n(const float* w, const float* pos, const float* dtable, float* dw
   if (total == 0) return;
   const DeviceBlock contrib_block(std::size_t(total) * sh.coords_per_block() * sizeof(float));
   float* contrib = contrib_block.get<float>();
-  const std::size_t per = kLocalWork<N> ? 0 : std::size_t(kernels::kFrechetWork + 4) * N * N * sizeof(float);
-  const std::int64_t chunk = per ? std::int64_t(kScratchBudget / per) : total;
-  const DeviceBlock work_block = per ? DeviceBlock(std::size_t(chunk < total ? chunk : total) * per) : DeviceBlock();
-  float* work = work_block.get<float>();
-  for (std::int64_t first = 0; first < total; first += chunk) {
-    const std::int64_t count = total - first < chunk ? total - first : chunk;
-    if constexpr (kCoop<N>) {
-      launch_coop("rotation_table_backward", table_backward_coop<N>, coop_smem<N, float>(), count, w, pos, dtable, sh,
-                  first, work, contrib);
-    } else {
-      constexpr int threads = 128;
-      LIERE_CUDA_LAUNCH_AS("rotation_table_backward", table_backward_kernel<N>, blocks_for(count, threads), threads,
-                           w, pos, dtable, sh, first, count, work, contrib);
-    }
+  if constexpr (kCoop<N>) {
+    const char* name = "rotation_table_backward";
+    const std::size_t per = std::size_t(kernels::kFrechetWork + 4) * N * N * sizeof(float),
+                      smem = coop_smem<N, float>();
+    const std::int64_t slots = coop_slots(name, table_backward_coop<N>, smem, total, per);
+    const DeviceBlock work(std::size_t(slots) * per);
+    LIERE_CUDA_LAUNCH_SMEM(name, table_backward_coop<N>, unsigned(slots), kCoopThreads, smem, w, pos, dtable, sh,
+                           total, work.get<float>(), contrib);
+  } else {
+    constexpr int threads = 128;
+    LIERE_CUDA_LAUNCH_AS("rotation_table_backward", table_backward_kernel<N>, blocks_for(total, threads), threads, w,
+                         pos, dtable, sh, std::int64_t(0), total, static_cast<float*>(nullptr), contrib);
   }
   LIERE_CUDA_LAUNCH_AS("rotation_table_backward (reduce)", table_backward_reduce, grid_for(sh.num_generators()),
                        kThreads, pos, contrib, dw, sh);

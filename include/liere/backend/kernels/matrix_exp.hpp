@@ -35,8 +35,8 @@
 
 namespace liere::kernels {
 
-inline constexpr int kExpWork = 10;      // matrices of working memory for expm_skew
-inline constexpr int kFrechetWork = 19;  // for expm_frechet_skew
+inline constexpr int kExpWork = 9;       // matrices of working memory for expm_skew
+inline constexpr int kFrechetWork = 16;  // for expm_frechet_skew
 
 // The loops of one thread, in index order.
 struct SerialLoops {
@@ -198,16 +198,24 @@ LIERE_HOST_DEVICE int scale_skew(const W* a, W* x, W* x2, W* x3) {
   return s;
 }
 
-// out = Σ_j b[i][j]·P_j (with the identity term when with_identity).
+// out[i] = Σ_j b[i][j]·P_j for i = 0…4 (with the identity term when with_identity), in one pass over the four
+// powers: each entry of x, x2, x3, x6 is read once for the five outputs (five passes read them five times: on the
+// device, where every matrix of a cooperative kernel lives in global memory, that was a third of the forward's
+// traffic). Every output entry is the same expression as one combination at a time.
 template <int N, class W, class Mul = SerialLoops>
-LIERE_HOST_DEVICE void t18_combination(int i, const W* x, const W* x2, const W* x3, const W* x6, W* out,
-                                       bool with_identity) {
-  const W c0 = W(t18_coef(i, 0)), c1 = W(t18_coef(i, 1)), c2 = W(t18_coef(i, 2)), c3 = W(t18_coef(i, 3)),
-          c4 = W(t18_coef(i, 4));
+LIERE_HOST_DEVICE void t18_combinations(const W* x, const W* x2, const W* x3, const W* x6, W* const* out,
+                                        bool with_identity) {
+  W c[5][5];
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) c[i][j] = W(t18_coef(i, j));
   Mul::each(N * N, [&](int k) {
-    W v = c1 * x[k] + c2 * x2[k] + c3 * x3[k] + c4 * x6[k];
-    if (with_identity && k % (N + 1) == 0) v += c0;
-    out[k] = v;
+    const W xk = x[k], x2k = x2[k], x3k = x3[k], x6k = x6[k];
+    const bool diagonal = with_identity && k % (N + 1) == 0;
+    for (int i = 0; i < 5; ++i) {
+      W v = c[i][1] * xk + c[i][2] * x2k + c[i][3] * x3k + c[i][4] * x6k;
+      if (diagonal) v += c[i][0];
+      out[i][k] = v;
+    }
   });
 }
 
@@ -232,7 +240,7 @@ LIERE_HOST_DEVICE void identity(W* m) {
 template <int N, class W, class Mul = NaiveMul>
 LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
   constexpr int NN = N * N;
-  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;  // b: 5 matrices
+  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;  // b: 4 matrices
   const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
   if (s == -1) {
     detail::fill_nan<N, W, Mul>(r);
@@ -243,13 +251,13 @@ LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
     return 0;
   }
   Mul::template mul<N, W>(x3, x3, x6, false);
-  for (int i = 0; i < 5; ++i) detail::t18_combination<N, W, Mul>(i, x, x2, x3, x6, b + i * NN, true);
-  W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
+  W *b0 = b, *b2 = b + NN, *a9 = b + 2 * NN, *b4 = b + 3 * NN;
+  W* cur = r;  // B1 straight into r
+  W* spare = t;
+  W* const combos[5] = {b0, cur, b2, a9, b4};
+  detail::t18_combinations<N, W, Mul>(x, x2, x3, x6, combos, true);
   Mul::template mul<N, W>(b0, b4, a9, true);  // A9 = B0·B4 + B3
   Mul::each(NN, [&](int i) { b2[i] += a9[i]; });  // C = B2 + A9
-  W* cur = r;
-  W* spare = t;
-  detail::copy<N, W, Mul>(b1, cur);
   Mul::template mul<N, W>(b2, a9, cur, true);  // T18 = B1 + C·A9
   for (int k = 0; k < s; ++k) {
     Mul::template mul<N, W>(cur, cur, spare, false);
@@ -286,8 +294,8 @@ LIERE_HOST_DEVICE int expm_skew(const W* a, W* r, W* work, int polish) {
 template <int N, class W, class Mul = NaiveMul>
 LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* work) {
   constexpr int NN = N * N;
-  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *t = x6 + NN, *b = t + NN;
-  W *dx = b + 5 * NN, *dx2 = dx + NN, *dx3 = dx2 + NN, *dx6 = dx3 + NN, *db = dx6 + NN;
+  W *x = work, *x2 = x + NN, *x3 = x2 + NN, *x6 = x3 + NN, *b = x6 + NN;  // b, db: 4 matrices each
+  W *dx = b + 4 * NN, *dx2 = dx + NN, *dx3 = dx2 + NN, *dx6 = dx3 + NN, *db = dx6 + NN;
   const bool e_finite = Mul::max(NN, [&](int i) { return e[i] - e[i] == W(0) ? 0.0 : 1.0; }) == 0.0;
   const int s = detail::scale_skew<N, W, Mul>(a, x, x2, x3);
   if (s == -1 || !e_finite) {
@@ -309,12 +317,13 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
   Mul::template mul<N, W>(x3, x3, x6, false);
   Mul::template mul<N, W>(dx3, x3, dx6, false);
   Mul::template mul<N, W>(x3, dx3, dx6, true);
-  for (int i = 0; i < 5; ++i) {
-    detail::t18_combination<N, W, Mul>(i, x, x2, x3, x6, b + i * NN, true);
-    detail::t18_combination<N, W, Mul>(i, dx, dx2, dx3, dx6, db + i * NN, false);
-  }
-  W *b0 = b, *b1 = b + NN, *b2 = b + 2 * NN, *a9 = b + 3 * NN, *b4 = b + 4 * NN;
-  W *db0 = db, *db1 = db + NN, *db2 = db + 2 * NN, *da9 = db + 3 * NN, *db4 = db + 4 * NN;
+  // B1 and its derivative straight into (r, l), where the squaring chain starts.
+  W *b0 = b, *b2 = b + NN, *a9 = b + 2 * NN, *b4 = b + 3 * NN;
+  W *db0 = db, *db2 = db + NN, *da9 = db + 2 * NN, *db4 = db + 3 * NN;
+  W* const combos[5] = {b0, r, b2, a9, b4};
+  W* const dcombos[5] = {db0, l, db2, da9, db4};
+  detail::t18_combinations<N, W, Mul>(x, x2, x3, x6, combos, true);
+  detail::t18_combinations<N, W, Mul>(dx, dx2, dx3, dx6, dcombos, false);
   Mul::template mul<N, W>(b0, b4, a9, true);
   Mul::template mul<N, W>(db0, b4, da9, true);
   Mul::template mul<N, W>(b0, db4, da9, true);
@@ -324,10 +333,6 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
   });
   // The squaring chain ping-pongs between (r, l) and two spare matrices (x6, dx6 are free now).
   W *cr = r, *cl = l, *sr = x6, *sl = dx6;
-  Mul::each(NN, [&](int i) {
-    cr[i] = b1[i];
-    cl[i] = db1[i];
-  });
   Mul::template mul<N, W>(b2, a9, cr, true);
   Mul::template mul<N, W>(db2, a9, cl, true);
   Mul::template mul<N, W>(b2, da9, cl, true);
@@ -344,7 +349,6 @@ LIERE_HOST_DEVICE int expm_frechet_skew(const W* a, const W* e, W* r, W* l, W* w
   }
   if (cr != r) detail::copy<N, W, Mul>(cr, r);
   if (cl != l) detail::copy<N, W, Mul>(cl, l);
-  (void)t;
   return s;
 }
 
