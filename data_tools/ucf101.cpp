@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <unistd.h>
 
 namespace liere::data {
@@ -209,6 +210,15 @@ std::vector<Ucf101Entry> read_ucf101_list(std::istream& in, const std::string& p
 std::string ucf101_list_name(int split, bool train) {
   LIERE_ENSURE(split >= 1 && split <= 3, "UCF101: split must be 1, 2 or 3, got " << split);
   return std::string(train ? "trainlist0" : "testlist0") + std::to_string(split) + ".txt";
+}
+
+std::vector<std::string> ucf101_overlap(const std::vector<Ucf101Entry>& a, const std::vector<Ucf101Entry>& b) {
+  std::unordered_set<std::string> in_b;
+  for (const Ucf101Entry& e : b) in_b.insert(e.path);
+  std::vector<std::string> both;
+  for (const Ucf101Entry& e : a)
+    if (in_b.count(e.path)) both.push_back(e.path);
+  return both;
 }
 
 Ucf101Layout find_ucf101_layout(const std::string& root, const std::string& lists_dir) {

@@ -52,6 +52,11 @@ std::vector<Ucf101Entry> read_ucf101_list(std::istream& in, const std::string& n
 // "trainlist01.txt" … "testlist03.txt"; split in 1 … 3.
 std::string ucf101_list_name(int split, bool train);
 
+// The paths both lists name, in the order of `a`. A split's training and test lists share none (UCF101's splits hold
+// out whole groups of clips), so a clip in both means lists that are not UCF101's: its test accuracy would count
+// clips the model trained on.
+std::vector<std::string> ucf101_overlap(const std::vector<Ucf101Entry>& a, const std::vector<Ucf101Entry>& b);
+
 // Where the clips and the lists are, from `root`:
 //   videos: root/UCF-101 when it is a folder, else root itself (the class folders directly);
 //   lists:  lists_dir when given, else the first of root/ucfTrainTestlist, root (classInd.txt in root),
@@ -133,6 +138,7 @@ class Ucf101 {
   int num_classes() const { return int(classes_.size()); }
   const std::vector<std::string>& class_names() const { return classes_; }
   const Ucf101Entry& entry(int i) const;
+  const std::vector<Ucf101Entry>& entries() const { return entries_; }
   std::string clip_path(int i) const;  // videos_dir / entry(i).path
   const Ucf101Layout& layout() const { return layout_; }
   const Ucf101Options& options() const { return options_; }

@@ -15,14 +15,18 @@
 
 #include <exception>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 using namespace liere;
 
 namespace {
+
+constexpr double kMaxImageSize = 8192;  // --image-size: a side above it is a typing error, not an image
 
 struct DataOptions {
   std::string data = "fashion-mnist";
@@ -54,7 +58,6 @@ FolderSplit split_folder(const DataOptions& d) {
     f.how = "train/ and " + val + "/";
     return f;
   }
-  LIERE_ENSURE(d.holdout_every >= 2, "--holdout-every " << d.holdout_every << ": must be >= 2");
   const data::ImageFolder all = data::scan_image_folder(d.root);
   f.train.dir = f.test.dir = all.dir;
   f.train.class_names = f.test.class_names = all.class_names;
@@ -90,6 +93,20 @@ data::ImageSet load(const DataOptions& d, bool train) {
   return data::read_fashion_mnist(d.root, train);
 }
 
+// --data folder decodes its test images once and a batch of training images every step, as floats: a size that
+// cannot fit in this machine's memory is refused before anything is decoded (rather than std::bad_alloc later).
+void check_decoded_size(const DataOptions& d, int test_images, int batch) {
+  const double image = 3.0 * d.image_size * d.image_size * sizeof(float);
+  const double need = image * (double(test_images) + batch), gib = double(1 << 30);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: no check
+  const double have = double(pages) * double(page);
+  LIERE_ENSURE(need < have, "--data folder: " << test_images << " test images and a batch of " << batch << " at --image-size "
+                                              << d.image_size << " take " << std::fixed << std::setprecision(1)
+                                              << need / gib << " GiB as floats, more than this machine's "
+                                              << have / gib << " GiB of memory (lower --image-size, --test-limit or --batch)");
+}
+
 // Everything the command line sets, and what follows from it before any data is read.
 struct Setup {
   DataOptions d;
@@ -111,8 +128,10 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   f.section("Data");
   f.add("data", &d.data, "cifar10, cifar100, fashion-mnist or folder (one folder of JPEG/PNG images per class)");
   f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
-  f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side");
-  f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing");
+  f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side",
+        app::Range{1, kMaxImageSize});
+  f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing",
+        app::Range{2, 1e9});
   f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
   f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
                                "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "
@@ -145,10 +164,19 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   cfg.classes = d.data == "cifar100" ? 100 : 10;
   if (folder) {
     if (d.root.empty()) throw app::UsageError("--data folder needs --root DIR (DIR/<class>/*.jpg|png, or DIR/train/ and DIR/val/)");
-    LIERE_ENSURE(d.image_size >= 1 && d.image_size % cfg.patch == 0,
-                 "--image-size " << d.image_size << " is not a multiple of --patch " << cfg.patch);
-    LIERE_ENSURE(d.fraction == 1.0, "--data-fraction is for the CIFAR and Fashion-MNIST files, not --data folder");
+    LIERE_USAGE(d.image_size % cfg.patch == 0,
+                "--image-size " << d.image_size << " is not a multiple of --patch " << cfg.patch);
+    LIERE_USAGE(d.fraction == 1.0, "--data-fraction is for the CIFAR and Fashion-MNIST files, not --data folder");
     s.images = std::make_unique<FolderSplit>(split_folder(d));
+    const data::ImageFolder& train = s.images->train;
+    LIERE_ENSURE(train.num_classes() >= 2, "--data folder: '" << train.dir << "' has one class folder ('"
+                                               << train.class_names.front()
+                                               << "'): a classifier needs two or more, one folder per class");
+    if (d.test_limit > 0 && d.test_limit < s.images->test.size()) {  // before decoding, not after
+      s.images->test.files.resize(std::size_t(d.test_limit));
+      s.images->test.labels.resize(std::size_t(d.test_limit));
+    }
+    check_decoded_size(d, s.images->test.size(), s.opt.batch);
     cfg.image = {d.image_size, d.image_size};
     cfg.classes = s.images->train.num_classes();
   }

@@ -141,8 +141,29 @@ TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program
   CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--data folder needs --root DIR"));
   r = run(dir, "--data folder --root " + root.string() + kModel + "--image-size 18");
-  CHECK(r.status == 1);
+  CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--image-size 18 is not a multiple of --patch 4"));
+  // A size past any image's, and one whose decoded images cannot fit in memory: refused before anything is decoded
+  // (both were std::bad_alloc).
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--image-size 100000");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--image-size 100000"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--image-size 8192 --batch 100000");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("8 test images and a batch of 100000 at --image-size 8192 take") &&
+                        Contains("GiB as floats, more than this machine's"));
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--data-fraction 0.5");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--data-fraction is for the CIFAR and Fashion-MNIST files"));
+  // One class folder: nothing to classify (it trained to 100%).
+  write_classes(dir.path / "one", 6, 5);
+  fs::remove_all(dir.path / "one" / "blue");
+  r = run(dir, "--data folder --root " + (dir.path / "one").string() + " --holdout-every 2" + kModel);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("has one class folder ('red'): a classifier needs two or more"));
+  r = run(dir, "--data folder --root " + (dir.path / "one").string() + " --holdout-every 1" + kModel);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--holdout-every 1"));
   std::mt19937 g(4);
   write_image(root / "val" / "green" / "g.png", false, 20, 20, g);
   r = run(dir, "--data folder --root " + root.string() + kModel);

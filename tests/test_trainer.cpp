@@ -161,6 +161,35 @@ TEST_CASE("trainer: 2 epochs == 1 epoch + save + resume + 1 epoch, bit for bit",
   }
 }
 
+TEST_CASE("trainer: --resume with another seed or learning rate says so, and with the same settings says nothing",
+          "[trainer]") {
+  const std::string ckpt = temp_path("settings.safetensors");
+  std::remove(ckpt.c_str());
+  std::ostringstream log;
+  struct Capture {  // std::cerr into `log` for the case's life, even when a fit throws
+    std::streambuf* old;
+    ~Capture() { std::cerr.rdbuf(old); }
+  } capture{std::cerr.rdbuf(log.rdbuf())};
+  const auto run = [&](const app::TrainOptions& o) {
+    log.str("");
+    app::Trainer t(tiny("liere"), o, "synthetic");
+    t.fit(data(), eval_set());
+    return log.str();
+  };
+  (void)run(options(1, ckpt));
+  const std::string same = run(options(2, "", ckpt));  // another --epochs: training in pieces, no note
+  app::TrainOptions o = options(2, "", ckpt);
+  o.lr = 1e-3;
+  o.seed = 6;
+  const std::string other = run(o);
+  std::remove(ckpt.c_str());
+  using Catch::Contains;
+  CHECK_THAT(same, Contains("resumed " + ckpt + " after epoch 1") && !Contains("note: --resume"));
+  CHECK_THAT(other, Contains("note: --resume " + ckpt + ": its run had --seed 5, this one --seed 6") &&
+                        Contains("its run had --lr 0.003, this one --lr 0.001"));
+  CHECK_THAT(other, !Contains("--batch") && !Contains("--wd") && !Contains("--epochs"));
+}
+
 TEST_CASE("trainer: a NaN loss stops training and the last good checkpoint stays intact", "[trainer]") {
   const std::string ckpt = temp_path("nan.safetensors");
   std::remove(ckpt.c_str());
@@ -334,6 +363,21 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
+  // --pe takes the labels that --compare, the tables and the file names use: the kind with its block size.
+  CHECK(std::get<4>(parse({"--pe", "liere8"})).label() == "liere8");
+  CHECK(std::get<4>(parse({"--pe", "liere64"})).block == 64);
+  CHECK(std::get<4>(parse({"--pe", "comrope-ap4"})).label() == "comrope-ap4");
+  CHECK(std::get<4>(parse({"--pe", "comrope-ld2"})).label() == "comrope-ld2");
+  CHECK(std::get<4>(parse({"--pe", "rope-1d"})).label() == "rope-1d");  // a name ending in a letter
+  CHECK(std::get<4>(parse({"--pe", "liere16", "--block", "16"})).block == 16);  // agreeing: fine
+  CHECK(std::get<4>(parse({"--block", "32", "--pe", "liere"})).block == 32);
+  CHECK_THROWS_WITH(parse({"--pe", "liere8", "--block", "16"}),
+                    Catch::Equals("--pe liere8 and --block 16 disagree: give the block size once"));
+  CHECK_THROWS_WITH(parse({"--block", "16", "--pe", "liere8"}),
+                    Catch::Equals("--pe liere8 and --block 16 disagree: give the block size once"));
+  CHECK_THROWS_WITH(parse({"--pe", "liere7"}),
+                    Catch::Contains("--pe liere7: --block 7 is not supported; supported block sizes: 2, 3, 4, 8"));
+  CHECK_THROWS_WITH(parse({"--pe", "rope-mixed8"}), Catch::Contains("unknown --pe value 'rope-mixed8'; allowed: none"));
   // Values out of the type's range are refused, not wrapped or clamped (found while writing tests/fuzz/fuzz_flags):
   // --epochs 4294967297 used to give epochs = 1, --epochs 99999999999999999999 strtoll's LLONG_MAX.
   CHECK(std::get<0>(parse({"--epochs", "2147483647"})) == 2147483647);
@@ -357,6 +401,28 @@ struct Argv {
   int argc() { return int(ptrs.size()); }
   char** argv() { return ptrs.data(); }
 };
+
+namespace {
+// What run_main prints and returns for each kind of error (set_error_exit: null restores the default).
+std::string g_exit_text;
+int capture_exit(const std::string& text, int code, bool) {
+  g_exit_text = text;
+  return code;
+}
+}  // namespace
+
+TEST_CASE("run_main: usage errors exit 2, other errors 1, running out of memory says so", "[trainer]") {
+  app::set_error_exit(capture_exit);
+  CHECK(app::run_main("prog", [] { return 0; }) == 0);
+  CHECK(app::run_main("prog", []() -> int { throw app::UsageError("--x 3: bad"); }) == 2);
+  CHECK(g_exit_text == "prog: --x 3: bad\n(run prog --help for the options)\n");
+  CHECK(app::run_main("prog", []() -> int { throw std::runtime_error("disk full"); }) == 1);
+  CHECK(g_exit_text == "prog: error: disk full\n");
+  CHECK(app::run_main("prog", []() -> int { throw std::bad_alloc(); }) == 1);  // its what(): "std::bad_alloc"
+  CHECK_THAT(g_exit_text, Catch::StartsWith("prog: error: out of memory: the data or the model does not fit") &&
+                              Catch::Contains("a smaller --batch"));
+  app::set_error_exit(nullptr);
+}
 
 TEST_CASE("flags: ranges, unsigned seeds, optional numbers, repeatable strings, custom parsers, positionals", "[trainer]") {
   struct Parsed {

@@ -214,6 +214,22 @@ TEST_CASE("UCF101 lists: the official classInd, trainlist01 and testlist01 (CRLF
   CHECK(test_lf.back().path == test.back().path);
 }
 
+TEST_CASE("UCF101 lists: the official training and test lists of split 1 share no clip; a shared one is found",
+          "[ucf101][lists]") {
+  const std::vector<std::string> classes = read_ucf101_classes(kLists + "/classInd.txt");
+  auto train = read_ucf101_list(kLists + "/" + ucf101_list_name(1, true), classes);
+  const auto test = read_ucf101_list(kLists + "/" + ucf101_list_name(1, false), classes);
+  CHECK(train.size() + test.size() == 13320);  // every clip of UCF101 in one of the two
+  CHECK(ucf101_overlap(train, test).empty());
+  CHECK(ucf101_overlap(test, train).empty());
+  train.insert(train.begin() + 5000, test[1234]);  // a test clip planted in the training list
+  CHECK(ucf101_overlap(train, test) == std::vector<std::string>{test[1234].path});
+  CHECK(ucf101_overlap(test, train) == std::vector<std::string>{test[1234].path});
+  std::vector<Ucf101Entry> a{{"A/x.avi", 0}, {"B/y.avi", 1}, {"A/z.avi", 0}}, b{{"A/z.avi", 0}, {"A/x.avi", 0}};
+  CHECK(ucf101_overlap(a, b) == std::vector<std::string>{"A/x.avi", "A/z.avi"});  // in the first list's order
+  CHECK(ucf101_overlap(a, {}).empty());
+}
+
 TEST_CASE("UCF101 lists: every malformed line is named with file:line and what was expected", "[ucf101][errors]") {
   TempDir dir;
   const std::vector<std::string> classes = {"Archery", "Bowling", "Diving"};

@@ -3,7 +3,6 @@
 
 #include <data_tools/plot.hpp>
 
-#include <regex>
 #include <sstream>
 
 namespace liere::app {
@@ -53,13 +52,7 @@ std::vector<std::string> CompareOptions::labels() const {
 
 PEConfig parse_pe_label(const std::string& label, const PEConfig& base) {
   PEConfig c = base;
-  std::smatch m;
-  if (std::regex_match(label, m, std::regex("(liere|comrope-ap|comrope-ld)([0-9]+)"))) {
-    c.set("pe", m[1]);
-    c.set("block", m[2]);
-  } else {
-    c.set("pe", label);
-  }
+  c.set("pe", label);  // a label with a block size (liere8) sets the block too
   return c;
 }
 

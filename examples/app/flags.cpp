@@ -163,6 +163,7 @@ std::string Flags::usage() const {
 
 bool Flags::parse(int argc, char** argv) {
   given_.clear();
+  std::string pe_value, block_value;  // as given: a label with a block size (liere8) must agree with a --block
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -205,10 +206,20 @@ bool Flags::parse(int argc, char** argv) {
       }
       if (known) {
         given_.insert(name);
+        if (name == "pe") pe_value = value;
+        if (name == "block") block_value = value;
         continue;
       }
     }
     throw UsageError("unknown option --" + name);
+  }
+  if (!pe_value.empty() && !block_value.empty()) {
+    PEConfig label, block;
+    label.block = 0;  // set("pe") changes it only for a label with a block size
+    label.set("pe", pe_value);
+    block.set("block", block_value);
+    if (label.block != 0 && label.block != block.block)
+      throw UsageError("--pe " + pe_value + " and --block " + block_value + " disagree: give the block size once");
   }
   // A data-parallel run: every rank must have the same options (but its thread count).
   if (Comm::world().distributed()) check_same_flags(Comm::world(), canonical({"threads"}));

@@ -23,6 +23,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <new>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -143,6 +144,10 @@ int run_main(const char* program, F&& body) {
                       usage_errors_shared());
   } catch (const AllRanksError& e) {
     return error_exit(error_prefix() + program + ": error: " + e.what() + "\n", 1, true);
+  } catch (const std::bad_alloc&) {  // its what() is "std::bad_alloc"
+    return error_exit(error_prefix() + program + ": error: out of memory: the data or the model does not fit in this " +
+                          "machine's memory (std::bad_alloc; a smaller --batch, image size or data set needs less)\n",
+                      1, false);
   } catch (const std::exception& e) {
     return error_exit(error_prefix() + program + ": error: " + e.what() + "\n", 1, false);
   }

@@ -157,6 +157,21 @@ void check_output_folder(const std::string& flag, const std::string& path) {
 }
 
 namespace {
+// The settings that set a run's course (its model is identity()'s), written into its checkpoints beside the epoch.
+// --resume with other values is said, not refused: the result is not what one uninterrupted run would give, but
+// changing them for a resumed run can be what one wants. --epochs is not among them: training in pieces (--epochs 1
+// --save, then --epochs 2 --resume) changes it by design.
+std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions& o) {
+  const auto text = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  return {{"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)}, {"lr", text(o.lr)},
+          {"wd", text(o.wd)},               {"warmup", std::to_string(o.warmup)}, {"clip", text(o.clip)},
+          {"optimizer", o.optimizer}};
+}
+
 // Whether this build has the CUDA backend and the machine a device; `why` says what is missing.
 bool cuda_usable(std::string* why) {
 #ifdef LIERE_WITH_CUDA
@@ -572,6 +587,11 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     LIERE_ENSURE(start_epoch <= opt_.epochs, "--resume " << opt_.resume << ": the checkpoint is after epoch "
                                                          << start_epoch << ", more than --epochs " << opt_.epochs);
     std::cerr << "resumed " << opt_.resume << " after epoch " << start_epoch << "\n";
+    if (comm_.root())
+      for (const auto& [key, value] : run_settings(opt_))
+        if (const auto it = meta.find(key); it != meta.end() && it->second != value)
+          std::cerr << "note: --resume " << opt_.resume << ": its run had --" << key << " " << it->second << ", this one --"
+                    << key << " " << value << " (the result is not that of one uninterrupted run)\n";
   }
   if (!opt_.init_from.empty()) load_init_weights();
   std::unique_ptr<train::MetricsWriter> metrics;
@@ -652,7 +672,7 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     if (!opt_.save.empty() && comm_.root()) {  // rank 0 writes it (atomically); every rank holds the same weights
       nn::Metadata meta = identity();
       meta["epoch"] = std::to_string(epoch + 1);
-      meta["seed"] = std::to_string(opt_.seed);
+      for (const auto& [key, value] : run_settings(opt_)) meta[key] = value;
       nn::save_checkpoint(opt_.save, params_, adam_.get(), meta);
     }
   }

@@ -168,10 +168,22 @@ struct PEConfig {
   // "position-unit", "cls"). Returns false for a flag that is not a position-encoding flag.
   bool set(const std::string& flag, const std::string& value) {
     if (flag == "pe") {
+      // A label with its block size (label()'s "liere8", "comrope-ap4", as --compare and tables write them) sets
+      // the block too.
+      const std::size_t digits = value.find_last_not_of("0123456789") + 1;
+      const std::string name = value.substr(0, digits);
+      const bool with_block = digits < value.size() && (name == "liere" || name == "comrope-ap" || name == "comrope-ld");
       std::vector<std::pair<const char*, PEKind>> t;
       for (const auto& i : pe_kinds()) t.emplace_back(i.name, i.kind);
       t.emplace_back("abs", PEKind::absolute);
-      kind = detail::parse_enum("--pe", value, t);
+      kind = detail::parse_enum("--pe", with_block ? name : value, t);
+      if (with_block) {
+        try {
+          set("block", value.substr(digits));
+        } catch (const Error& e) {
+          LIERE_ENSURE(false, "--pe " << value << ": " << e.message());
+        }
+      }
     } else if (flag == "block") {
       char* end = nullptr;
       const long b = std::strtol(value.c_str(), &end, 10);
@@ -208,7 +220,8 @@ struct PEConfig {
   static std::string flags_help(Skip skip) {
     static constexpr std::pair<const char*, const char*> kEntries[] = {
         {"pe", "  --pe KIND            none, absolute (abs), visionllama, rope-mixed, rope-mixed-official,\n"
-               "                       liere-commute, liere, rope-1d, comrope-ap, comrope-ld, string  [liere]\n"},
+               "                       liere-commute, liere, rope-1d, comrope-ap, comrope-ld, string; with the\n"
+               "                       block size, liere8, comrope-ap4, ... set --block too  [liere]\n"},
         {"block",
          "  --block B            LieRE / ComRoPE block size: 2, 3, 4, 8, 16, 32, 64 (must divide the head dim) [8]\n"},
         {"sharing", "  --sharing S          layer-head, head, layer, shared  [layer-head]\n"},
