@@ -308,6 +308,34 @@ TEST_CASE("rotation tables: the bodies under the cooperative kernels' loop polic
   check_block_policy<64>();
 }
 
+// The cooperative kernels' product (kernels::coop_mul_part, what each of the 256 threads of a block computes) run
+// thread after thread: every entry of c written once, each NaiveMul's sum bit for bit, with and without accumulating.
+template <int N, class W>
+void check_coop_product() {
+  INFO("block " << N << (sizeof(W) == 8 ? " double" : " float"));
+  std::mt19937_64 g(N + sizeof(W));
+  std::normal_distribution<double> d;
+  std::vector<W> a(N * N), b(N * N), c0(N * N);
+  for (int i = 0; i < N * N; ++i) a[i] = W(d(g)), b[i] = W(d(g)), c0[i] = W(d(g));
+  for (const bool accumulate : {false, true}) {
+    INFO("accumulate " << accumulate);
+    std::vector<W> want = c0, got = c0;
+    kernels::NaiveMul::mul<N, W>(a.data(), b.data(), want.data(), accumulate);
+    if (!accumulate) std::fill(got.begin(), got.end(), std::numeric_limits<W>::quiet_NaN());  // unwritten: NaN
+    for (int t = 0; t < kernels::kCoopThreads; ++t)
+      kernels::coop_mul_part<N, W>(a.data(), b.data(), got.data(), accumulate, t);
+    CHECK(got == want);  // an entry written twice (accumulating) or never (NaN) differs
+  }
+}
+
+TEST_CASE("rotation tables: the cooperative kernels' product, thread by thread, is NaiveMul's", "[tables]") {
+  check_coop_product<16, float>();
+  check_coop_product<32, float>();
+  check_coop_product<64, float>();
+  check_coop_product<16, double>();
+  check_coop_product<64, double>();
+}
+
 TEST_CASE("rotation tables: the Frechet body against finite differences and exp_frechet (double)", "[tables]") {
   check_frechet_body<3>();
   check_frechet_body<4>();

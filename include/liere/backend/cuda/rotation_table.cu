@@ -32,7 +32,7 @@ template <int N>
 constexpr bool kLocalWork = N <= 8;
 template <int N>
 constexpr bool kCoop = N >= 16;  // one thread block per matrix
-constexpr int kCoopThreads = 256;
+using kernels::kCoopThreads;  // threads of a cooperative kernel
 // The forward's working precision: double from block 4 up, as the CPU op (cpu/rotation_table.hpp's
 // TableForwardWork: float scaling and squaring stays orthogonal with its Newton–Schulz finish, but its tables are
 // not accurate enough for the float step to stay near the double one: ViT steps with head dim 64 differed from the
@@ -81,16 +81,11 @@ struct BlockLoops {
     for (int i = int(threadIdx.x); i < n; i += kCoopThreads) m = kernels::SerialLoops::max2(m, f(i));
     return reduce(m, [](double x, double y) { return kernels::SerialLoops::max2(x, y); });
   }
-  // c = a·b (+ c): thread (ti, tj) of a 16×16 grid computes rows ti·R … ti·R + R − 1 at columns tj, tj + 16, …,
-  // tj + 16(R − 1); every entry sums over k in order from c (or 0), as NaiveMul does. The columns interleaved: the
-  // 16 threads of a half-warp read 16 consecutive entries of b's row k (no bank conflicts; with R consecutive
-  // columns per thread, as before 2026-11-27, four threads shared each bank) and write 16 consecutive entries of c.
-  // a and b are staged in the launch's dynamic shared memory (coop_smem<N, W>() bytes: 64 KiB for 64×64 in double,
-  // above the 48 KiB of static shared memory).
+  // c = a·b (+ c): a and b staged in the launch's dynamic shared memory (coop_smem<N, W>() bytes: 64 KiB for 64×64
+  // in double, above the 48 KiB of static shared memory), then each thread its part (kernels::coop_mul_part:
+  // NaiveMul's sums, the columns interleaved against bank conflicts).
   template <int N, class W>
   __device__ static void mul(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c, bool accumulate) {
-    static_assert(N % 16 == 0 && kCoopThreads == 256, "BlockLoops::mul: 16×16 threads, N a multiple of 16");
-    constexpr int R = N / 16;
     extern __shared__ __align__(16) unsigned char coop_smem_bytes[];
     W* sa = reinterpret_cast<W*>(coop_smem_bytes);
     W* sb = sa + N * N;
@@ -99,19 +94,7 @@ struct BlockLoops {
       sb[e] = b[e];
     }
     __syncthreads();
-    const int i0 = int(threadIdx.x) / 16 * R, j0 = int(threadIdx.x) % 16;
-    W acc[R][R];
-    for (int u = 0; u < R; ++u)
-      for (int v = 0; v < R; ++v) acc[u][v] = accumulate ? c[(i0 + u) * N + j0 + 16 * v] : W(0);
-    for (int k = 0; k < N; ++k) {
-      W av[R], bv[R];
-      for (int u = 0; u < R; ++u) av[u] = sa[(i0 + u) * N + k];
-      for (int v = 0; v < R; ++v) bv[v] = sb[k * N + j0 + 16 * v];
-      for (int u = 0; u < R; ++u)
-        for (int v = 0; v < R; ++v) acc[u][v] += av[u] * bv[v];
-    }
-    for (int u = 0; u < R; ++u)
-      for (int v = 0; v < R; ++v) c[(i0 + u) * N + j0 + 16 * v] = acc[u][v];
+    kernels::coop_mul_part<N, W>(sa, sb, c, accumulate, int(threadIdx.x));
     __syncthreads();
   }
 };

@@ -77,6 +77,35 @@ struct NaiveMul : SerialLoops {
   }
 };
 
+// The product of the cooperative kernels (backend/cuda/rotation_table.cu: one thread block of kCoopThreads per
+// matrix, blocks of 16 and up) as one thread's part of it: thread t of a 16 × 16 grid, (ti, tj) = (t / 16, t % 16),
+// computes rows ti·R … ti·R + R − 1 at columns tj, tj + 16, …, tj + 16(R − 1) (R = N/16) of c = a·b (+ c); a and b
+// are the operands as staged (shared memory on the device). The columns are interleaved so that the 16 threads of a
+// half-warp read 16 consecutive entries of b's row k (no shared-memory bank conflicts; with R consecutive columns
+// per thread, as before 2026-11-27, four threads shared each bank) and write 16 consecutive entries of c. Every
+// entry sums over k in order from c (or 0), as NaiveMul does: the kCoopThreads parts together are NaiveMul's
+// product bit for bit (test_rotation_table runs them one after another on the CPU).
+inline constexpr int kCoopThreads = 256;
+template <int N, class W>
+LIERE_HOST_DEVICE void coop_mul_part(const W* __restrict__ a, const W* __restrict__ b, W* __restrict__ c,
+                                     bool accumulate, int thread) {
+  static_assert(N % 16 == 0 && kCoopThreads == 256, "coop_mul_part: 16 × 16 threads, N a multiple of 16");
+  constexpr int R = N / 16;
+  const int i0 = thread / 16 * R, j0 = thread % 16;
+  W acc[R][R];
+  for (int u = 0; u < R; ++u)
+    for (int v = 0; v < R; ++v) acc[u][v] = accumulate ? c[(i0 + u) * N + j0 + 16 * v] : W(0);
+  for (int k = 0; k < N; ++k) {
+    W av[R], bv[R];
+    for (int u = 0; u < R; ++u) av[u] = a[(i0 + u) * N + k];
+    for (int v = 0; v < R; ++v) bv[v] = b[k * N + j0 + 16 * v];
+    for (int u = 0; u < R; ++u)
+      for (int v = 0; v < R; ++v) acc[u][v] += av[u] * bv[v];
+  }
+  for (int u = 0; u < R; ++u)
+    for (int v = 0; v < R; ++v) c[(i0 + u) * N + j0 + 16 * v] = acc[u][v];
+}
+
 // The position of (r, c), r < c, in a block's row-major strict upper triangle.
 template <int N>
 LIERE_HOST_DEVICE constexpr int triangle_index(int r, int c) {
