@@ -2,7 +2,8 @@
 //
 // B batch, T tokens, H heads, D head dim; f = first rotated token, tr = T − f rotated tokens.
 // Forward:
-//   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward
+//   (transforms) x̃ = P_h·x per head on cuBLAS (STRING), kept for the backward; in full float even under TF32, as
+//               the rotations (P is orthogonal too; TF32's 10-bit inputs would not keep it so), and so its backward
 //   gather      q̂ (B, H, T, D), k̂, v (B, H, TP, D) (TP below) from the packed qkv rows: q̂ = R(t)·q blockwise
 //               (kernels::rotate_entry, one thread per output element, or per block under set_flat_kernels:
 //               k_gather_blocks), tokens < f and heads without a table
@@ -245,9 +246,9 @@ void transforms_backward(const AttentionCall& a, const float* dxq, const float* 
     for (int h = 0; h < H; ++h) {
       const float* P = a.transforms[std::size_t(h)];
       if (P) {
-        if (dx) gemm(false, false, rows, D, D, 1.f, dy + h * D, HD, P, D, 1.f, dx + h * D, a.ld);
+        if (dx) gemm(false, false, rows, D, D, 1.f, dy + h * D, HD, P, D, 1.f, dx + h * D, a.ld, {}, true);
         float* dP = dtransforms.empty() ? nullptr : dtransforms[std::size_t(h)];
-        if (dP) gemm(true, false, D, D, rows, 1.f, dy + h * D, HD, x + h * D, a.ld, 1.f, dP, D);
+        if (dP) gemm(true, false, D, D, rows, 1.f, dy + h * D, HD, x + h * D, a.ld, 1.f, dP, D, {}, true);
       } else if (dx) {
         LIERE_CUDA_LAUNCH(k_add_rows, rows * D, dy + h * D, HD, dx + h * D, a.ld, rows, D);
       }
@@ -281,8 +282,8 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     for (int w = 0; w < 2; ++w) {
       LIERE_CUDA_LAUNCH(k_copy_rows, rows * HD, src[w], a.ld, xs[w], rows, HD);
       for (int h = 0; h < H; ++h)
-        if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ
-          gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD);
+        if (const float* P = a.transforms[std::size_t(h)])  // X̃_h (rows, D) = X_h Pᵀ, in full float as the rotations
+          gemm(false, true, rows, D, D, 1.f, src[w] + h * D, a.ld, P, D, 0.f, xs[w] + h * D, HD, {}, true);
     }
     sq = xs[0], sk = xs[1], sb = std::int64_t(T) * HD, stok = HD;
   }
