@@ -69,15 +69,26 @@ std::string sniff(std::span<const std::uint8_t> b) {
 // the Huffman decoder out of bounds. Fixed upstream in stb_image 2.28 (nothings/stb PR #1297 for issues #1289 and
 // #1291: "bad DHT header" when the counts sum to more than 256).
 //
+// Also refuses a scan (SOS) that uses a Huffman table no DHT segment before it defined. stb_image 2.27 allocates its
+// decoder without clearing it and checks only that a scan's table indices are at most 3, so such a scan decodes with
+// whatever the memory held: a symbol index past the tables' 256 entries (UBSan: "index 429 out of bounds for type
+// 'stbi_uc[256]'" in stbi__jpeg_huff_decode, found by tests/fuzz/fuzz_image on 2026-11-28), then values[] read up to
+// 64 KiB past it. Upstream 2.28 bounds the index ("symbol id out of bounds!"). The tables a scan uses are stb_image's:
+// a sequential scan (SOF0, SOF1) both of each component's; a progressive one (SOF2) its DC tables in a first DC scan
+// (Ss = 0, Ah = 0), none in a DC refinement (raw bits), its AC tables in an AC scan (Ss > 0). Motion-JPEG frames
+// without DHT segments (default tables, which stb_image does not know) are refused by this with a clear message.
+//
 // The segments are found as stb_image finds them: after SOI, skip to a 0xFF, skip fill bytes (0xFF), read the
 // marker; markers without a length (RSTn, TEM, a stuffed 0xFF 0x00 in entropy-coded data) are passed over, EOI
 // ends, every other marker's segment is jumped by its length. Entropy-coded data after SOS is scanned the same way,
 // up to its first marker that is not RSTn. This visits every DHT segment stb_image can read (and possibly a few it
 // would not reach: then the file is refused for a table that is bad anyway). Bytes past the end read as 0, as in
 // stb_image.
-void refuse_oversized_huffman_tables(std::span<const std::uint8_t> b, const std::string& path) {
+void refuse_bad_huffman_tables(std::span<const std::uint8_t> b, const std::string& path) {
   const std::size_t n = b.size();
   const auto at = [&](std::size_t i) -> std::size_t { return i < n ? b[i] : 0; };
+  bool defined[2][4] = {};  // [DC, AC][index]: defined by a DHT segment so far
+  bool progressive = false;
   std::size_t p = 2;  // after SOI (FF D8)
   while (p < n) {
     if (b[p] != 0xFF) {
@@ -100,8 +111,23 @@ void refuse_oversized_huffman_tables(std::span<const std::uint8_t> b, const std:
         LIERE_ENSURE(codes <= 256, "'" << path << "': corrupt JPEG: the Huffman table at byte " << t
                                        << " (DHT segment at byte " << marker_at << ") declares " << codes
                                        << " codes, at most 256 are possible");
+        const std::size_t tc = at(t) >> 4, th = at(t) & 15;
+        if (tc <= 1 && th <= 3) defined[tc][th] = true;  // others: stb_image's own "bad DHT header"
         t += 17 + codes;
         left -= std::ptrdiff_t(17 + codes);
+      }
+    } else if (m == 0xC0 || m == 0xC1 || m == 0xC2) {  // the frames stb_image decodes
+      progressive = m == 0xC2;
+    } else if (m == 0xDA) {  // SOS: Ns, then (component, Td << 4 | Ta) × Ns, Ss, Se, Ah << 4 | Al
+      const std::size_t ns = at(p + 2), ss = at(p + 3 + 2 * ns), ah = at(p + 5 + 2 * ns) >> 4;
+      const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
+      for (std::size_t i = 0; i < ns && i < 4; ++i) {  // more than 4: stb_image's own "bad SOS component count"
+        const std::size_t td = at(p + 4 + 2 * i) >> 4, ta = at(p + 4 + 2 * i) & 15;
+        for (const auto& [use, cls, idx, name] : {std::tuple{dc, 0, td, "DC"}, std::tuple{ac, 1, ta, "AC"}})
+          LIERE_ENSURE(!use || idx > 3 || defined[cls][idx],  // above 3: stb_image's own "bad DC/AC huff"
+                       "'" << path << "': corrupt JPEG: the scan at byte " << marker_at << " decodes component "
+                           << i + 1 << " with " << name << " Huffman table " << idx
+                           << ", which no DHT segment before it defines");
       }
     }
     p += std::max<std::size_t>(length, 2);
@@ -213,7 +239,7 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
   LIERE_ENSURE(bytes.size() <= std::size_t(INT32_MAX), "'" << path << "': " << bytes.size() << " bytes is too large");
 
   // Checks of what stb_image 2.27 does not check itself (notes above), before stbi_info: it reads JPEG tables too.
-  if (jpeg) refuse_oversized_huffman_tables(bytes, path);
+  if (jpeg) refuse_bad_huffman_tables(bytes, path);
   std::vector<std::uint8_t> without_empty_idat;  // the file without its empty IDAT chunks, when it has any
   if (png) {
     const std::vector<std::size_t> empty_idat = refuse_truncated_png_chunks(bytes, path);
@@ -223,7 +249,7 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
       for (const std::size_t at : empty_idat) {
         without_empty_idat.insert(without_empty_idat.end(), bytes.begin() + std::ptrdiff_t(from),
                                   bytes.begin() + std::ptrdiff_t(at));
-        from = at + 12;  // length, type, (no data), CRC
+        from = std::min(at + 12, bytes.size());  // length, type, (no data), CRC (or what the file has of it)
       }
       without_empty_idat.insert(without_empty_idat.end(), bytes.begin() + std::ptrdiff_t(from), bytes.end());
       bytes = without_empty_idat;
@@ -239,7 +265,7 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& path,
   if (data == nullptr) {
     const char* why = stbi_failure_reason();
     LIERE_ENSURE(false, "'" << path << "': corrupt or truncated " << (jpeg ? "JPEG" : "PNG")
-                            << " image (stb_image: " << (why ? why : "unknown error") << ")");
+                            << " image (stb_image: " << (why && *why ? why : "no reason given") << ")");
   }
   Image img;
   img.channels = channels;

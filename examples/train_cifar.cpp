@@ -101,10 +101,11 @@ void check_decoded_size(const DataOptions& d, int test_images, int batch) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return;  // unknown: no check
   const double have = double(pages) * double(page);
-  LIERE_ENSURE(need < have, "--data folder: " << test_images << " test images and a batch of " << batch << " at --image-size "
-                                              << d.image_size << " take " << std::fixed << std::setprecision(1)
-                                              << need / gib << " GiB as floats, more than this machine's "
-                                              << have / gib << " GiB of memory (lower --image-size, --test-limit or --batch)");
+  LIERE_ENSURE(need < have, "--data folder: " << test_images << " test images and a batch of " << batch
+                                              << " at --image-size " << d.image_size << " take " << std::fixed
+                                              << std::setprecision(1) << need / gib
+                                              << " GiB as floats, more than this machine's " << have / gib
+                                              << " GiB of memory (lower --image-size, --test-limit or --batch)");
 }
 
 // Everything the command line sets, and what follows from it before any data is read.
@@ -130,8 +131,8 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   f.add("root", &d.root, "data directory (default for fashion-mnist: /usr/share/datasets/fashion-mnist)", "DIR");
   f.add("image-size", &d.image_size, "--data folder: images are cropped and resized to this side",
         app::Range{1, kMaxImageSize});
-  f.add("holdout-every", &d.holdout_every, "--data folder without train/ and val/: every N-th image of a class is for testing",
-        app::Range{2, 1e9});
+  f.add("holdout-every", &d.holdout_every,
+        "--data folder without train/ and val/: every N-th image of a class is for testing", app::Range{2, 1e9});
   f.add("data-fraction", &d.fraction, "train on this fixed-seed, class-stratified fraction (paper Fig. 4)");
   f.add("augment", &d.augment, "none, crop-flip, randaugment (crop, flip, RandAugment(2, 14)); default: "
                                "randaugment for CIFAR, crop-flip for Fashion-MNIST and folders (there the crop is "

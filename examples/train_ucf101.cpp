@@ -429,8 +429,8 @@ void check_disjoint(const data::Ucf101& train, const data::Ucf101& test) {
   const std::vector<std::string> both = data::ucf101_overlap(train.entries(), test.entries());
   if (both.empty()) return;
   const int split = train.options().split;
-  std::cerr << "warning: UCF101 split " << split << ": " << both.size() << (both.size() == 1 ? " clip is" : " clips are")
-            << " in both " << data::ucf101_list_name(split, true) << " and " << data::ucf101_list_name(split, false)
+  std::cerr << "warning: UCF101 split " << split << ": " << both.size()
+            << (both.size() == 1 ? " clip is" : " clips are") << " in both " << data::ucf101_list_name(split, true) << " and " << data::ucf101_list_name(split, false)
             << " (in " << train.layout().lists_dir << "), the first '" << both.front()
             << "': the test accuracy counts clips the model trained on\n";
 }

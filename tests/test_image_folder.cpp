@@ -376,6 +376,61 @@ TEST_CASE("image folder: a JPEG Huffman table of more than 256 codes is refused 
   CHECK(decode_image(inserted(jpg, 2, app), "e.jpg").pixels == plain.pixels);
 }
 
+// Found by tests/fuzz/fuzz_image on 2026-11-28 (UBSan: index 429 out of bounds for type 'stbi_uc[256]' in
+// stbi__jpeg_huff_decode): a scan naming a Huffman table that no DHT segment defined decodes with the uncleared memory
+// of stb_image 2.27's decoder (docs/testing.md). The file is libFuzzer's input, also a seed of fuzz_image; its scan
+// gives component 2 AC table 3, the file defines tables 0 and 1.
+TEST_CASE("image folder: a JPEG scan using a Huffman table no DHT segment defines is refused before stb_image decodes",
+          "[image_folder][errors]") {
+  CHECK_THROWS_WITH(decode_image(read_all(std::filesystem::path(LIERE_TEST_DATA_DIR) / "jpeg_undefined_huffman.jpg"),
+                                 "f.jpg"),
+                    Contains("'f.jpg': corrupt JPEG: the scan at byte 533 decodes component 2 with AC Huffman table 3, "
+                             "which no DHT segment before it defines"));
+  // stb_image_write's baseline file (DHT: DC and AC tables 0 and 1; the scan: Y with 0/0, Cb and Cr with 1/1), its
+  // scan's table selectors changed.
+  TempDir dir("liere_image_sos");
+  write_jpg(dir / "a.jpg", 1, 12, 10);
+  const Bytes jpg = read_all(dir / "a.jpg");
+  const std::uint8_t kSos[2] = {0xFF, 0xDA};
+  const auto sos = std::search(jpg.begin(), jpg.end(), std::begin(kSos), std::end(kSos));
+  REQUIRE(sos != jpg.end());
+  const std::size_t at = std::size_t(sos - jpg.begin());
+  REQUIRE(jpg[at + 4] == 3);  // three components
+  REQUIRE((jpg[at + 6] == 0x00 && jpg[at + 8] == 0x11 && jpg[at + 10] == 0x11));
+  const Image plain = decode_image(jpg, "a.jpg");
+  const auto with = [&](int component, std::uint8_t tables) {
+    Bytes b = jpg;
+    b[at + 6 + 2 * std::size_t(component - 1)] = tables;
+    return b;
+  };
+  CHECK(decode_image(with(2, 0x00), "g.jpg").pixels.size() == plain.pixels.size());  // defined tables: decodes
+  CHECK_THROWS_WITH(decode_image(with(2, 0x13), "h.jpg"),
+                    Contains("'h.jpg': corrupt JPEG: the scan at byte " + std::to_string(at) +
+                             " decodes component 2 with AC Huffman table 3, which no DHT segment before it defines"));
+  CHECK_THROWS_WITH(decode_image(with(1, 0x20), "i.jpg"), Contains("component 1 with DC Huffman table 2"));
+  CHECK_THROWS_WITH(decode_image(with(3, 0x40), "j.jpg"), Contains("bad DC huff"));  // above 3: stb_image's own error
+
+  // A progressive file (Pillow 9.4, libjpeg: progressive=True, quality 90; 10 scans) uses only some of the tables its
+  // scans name: its first DC scan (byte 231) names AC table 0 for Cb and Cr before any AC table is defined (at 270),
+  // its DC refinement (1229) decodes raw bits, its AC scans (300: Y, Ss 1–5) their AC tables.
+  const Bytes prog = read_all(std::filesystem::path(LIERE_TEST_DATA_DIR) / "progressive_37x29.jpg");
+  REQUIRE(prog.size() == 1697);
+  const Image p = decode_image(prog, "p.jpg");
+  CHECK((p.width == 37 && p.height == 29 && p.channels == 3));
+  const auto prog_with = [&](std::size_t scan, int component, std::uint8_t tables) {
+    REQUIRE((prog[scan] == 0xFF && prog[scan + 1] == 0xDA));
+    Bytes b = prog;
+    b[scan + 6 + 2 * std::size_t(component - 1)] = tables;
+    return b;
+  };
+  CHECK(decode_image(prog_with(1229, 2, 0x33), "k.jpg").pixels == p.pixels);  // a refinement names no table it uses
+  CHECK_THROWS_WITH(decode_image(prog_with(231, 2, 0x30), "l.jpg"),
+                    Contains("the scan at byte 231 decodes component 2 with DC Huffman table 3"));
+  CHECK_THROWS_WITH(decode_image(prog_with(300, 1, 0x02), "m.jpg"),
+                    Contains("the scan at byte 300 decodes component 1 with AC Huffman table 2"));
+  CHECK(decode_image(prog_with(300, 1, 0x30), "n.jpg").pixels == p.pixels);  // an AC scan's DC selector is unused
+}
+
 // Found by tests/fuzz/fuzz_image (UBSan: signed integer overflow in stbi__jpeg_decode_block, `dc * dequant[0]`):
 // corrupt entropy-coded data grow a JPEG's DC prediction until its product with the quantisation step overflows int
 // (nothings/stb #1533, open upstream; the file is libFuzzer's minimised input). data_tools/stb_impl.cpp is compiled
@@ -469,4 +524,14 @@ TEST_CASE("image folder: empty IDAT chunks are dropped before stb_image, the ima
   } catch (const liere::Error& e) {
     CHECK_THAT(e.what(), Contains("fuzz.png"));
   }
+  // Found by tests/fuzz/fuzz_image on 2026-11-28: an empty IDAT at the end of the file with its CRC cut short (1 of 4
+  // bytes) was cut out as 12 bytes, past the file's end (std::length_error from the vector, an abort). What the file
+  // has of the chunk is dropped; the file, without IEND, is refused as truncated.
+  const Bytes grey3{0x89, 'P',  'N',  'G',  0x0D, 0x0A, 0x1A, 0x0A, 0,    0,    0,    0x0D, 'I',  'H',  'D',  'R',  0,
+                    0,    0,    3,    0,    0,    0,    1,    8,    0,    0,    0,    0,    0x44, 0x43, 0xEA, 0x63, 0,
+                    0,    0,    0x0E, 'I',  'D',  'A',  'T',  0x78, 0xDA, 0x63, 0x64, 0x68, 0xFA, 0xCF, 0x00, 0xC5,
+                    0x00, 0x17, 0xFD, 0x04, 0x7E, 0x64, 0x07, 0x1B, 0x32, 0,    0,    0,    0,    'I',  'D',  'A',
+                    'T',  0x82};
+  REQUIRE(grey3.size() == 68);
+  CHECK_THROWS_WITH(decode_image(grey3, "cut.png"), Contains("'cut.png': corrupt or truncated PNG image"));
 }

@@ -590,8 +590,8 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     if (comm_.root())
       for (const auto& [key, value] : run_settings(opt_))
         if (const auto it = meta.find(key); it != meta.end() && it->second != value)
-          std::cerr << "note: --resume " << opt_.resume << ": its run had --" << key << " " << it->second << ", this one --"
-                    << key << " " << value << " (the result is not that of one uninterrupted run)\n";
+          std::cerr << "note: --resume " << opt_.resume << ": its run had --" << key << " " << it->second
+                    << ", this one --" << key << " " << value << " (the result is not that of one uninterrupted run)\n";
   }
   if (!opt_.init_from.empty()) load_init_weights();
   std::unique_ptr<train::MetricsWriter> metrics;

@@ -131,7 +131,10 @@ def images():
     # and are kept as files, as is dht_325_codes.jpg (the input fuzz_image found: a Huffman table of 325 codes, which
     # the stb_image of Debian writes past its arrays for; decode_image refuses it) and jpeg_dc_overflow.jpg (found
     # later: a DC prediction whose product with the quantisation step overflows int in stb_image, made defined by
-    # -fwrapv on data_tools/stb_impl.cpp; also tests/data/); the PNG seeds are made here.
+    # -fwrapv on data_tools/stb_impl.cpp; also tests/data/), jpeg_undefined_huffman.jpg (found 2026-11-28: a scan
+    # using a Huffman table no DHT segment defines; decode_image refuses it) and progressive_37x29.jpg (Pillow's
+    # progressive JPEG, the progressive scans' seed; both also tests/data/) and png_cut_empty_idat.png (found
+    # 2026-11-28: an empty IDAT whose CRC the file's end cuts short); the other PNG seeds are made here.
     put("image", "rgb_5x4.png", png(5, 4, 2, 8, [bytes((x * 40 + y * 9 + c * 70) % 256 for x in range(5) for c in range(3))
                                                   for y in range(4)]))
     put("image", "grey_3x3.png", png(3, 3, 0, 8, [bytes([0, 128, 255])] * 3))

@@ -172,7 +172,8 @@ struct PEConfig {
       // the block too.
       const std::size_t digits = value.find_last_not_of("0123456789") + 1;
       const std::string name = value.substr(0, digits);
-      const bool with_block = digits < value.size() && (name == "liere" || name == "comrope-ap" || name == "comrope-ld");
+      const bool with_block =
+          digits < value.size() && (name == "liere" || name == "comrope-ap" || name == "comrope-ld");
       std::vector<std::pair<const char*, PEKind>> t;
       for (const auto& i : pe_kinds()) t.emplace_back(i.name, i.kind);
       t.emplace_back("abs", PEKind::absolute);
