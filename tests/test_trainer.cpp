@@ -378,6 +378,24 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--pe", "liere7"}),
                     Catch::Contains("--pe liere7: --block 7 is not supported; supported block sizes: 2, 3, 4, 8"));
   CHECK_THROWS_WITH(parse({"--pe", "rope-mixed8"}), Catch::Contains("unknown --pe value 'rope-mixed8'; allowed: none"));
+  {  // --block with an encoding that does not use it: accepted, and said on stderr
+    std::ostringstream err;
+    std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+    const int rope = std::get<4>(parse({"--pe", "rope-mixed", "--block", "8"})).effective_block();
+    const std::string rope_note = err.str();
+    err.str("");
+    (void)parse({"--block", "8", "--pe", "absolute"});
+    const std::string abs_note = err.str();
+    err.str("");
+    (void)parse({"--pe", "liere", "--block", "8"});
+    (void)parse({"--pe", "rope-mixed"});
+    const std::string none = err.str();
+    std::cerr.rdbuf(old);
+    CHECK(rope == 2);
+    CHECK(rope_note == "note: --block 8 is not used by --pe rope-mixed (its blocks are 2x2)\n");
+    CHECK(abs_note == "note: --block 8 is not used by --pe absolute (it has no rotation blocks)\n");
+    CHECK(none.empty());
+  }
   // Values out of the type's range are refused, not wrapped or clamped (found while writing tests/fuzz/fuzz_flags):
   // --epochs 4294967297 used to give epochs = 1, --epochs 99999999999999999999 strtoll's LLONG_MAX.
   CHECK(std::get<0>(parse({"--epochs", "2147483647"})) == 2147483647);

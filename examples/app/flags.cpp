@@ -221,6 +221,17 @@ bool Flags::parse(int argc, char** argv) {
     if (label.block != 0 && label.block != block.block)
       throw UsageError("--pe " + pe_value + " and --block " + block_value + " disagree: give the block size once");
   }
+  // --block with an encoding that does not take it is accepted (scripts pass one set of flags to every encoding),
+  // and said.
+  if (pe_ && !block_value.empty() && !pe_value.empty()) {
+    const PEKindInfo& info = pe_->info();
+    if (!info.rotary || info.fixed_block)
+      std::cerr << "note: --block " << block_value << " is not used by --pe " << pe_value
+                << (info.rotary ? " (its blocks are " + std::to_string(info.fixed_block) + "x" +
+                                      std::to_string(info.fixed_block) + ")"
+                                : " (it has no rotation blocks)")
+                << "\n";
+  }
   // A data-parallel run: every rank must have the same options (but its thread count).
   if (Comm::world().distributed()) check_same_flags(Comm::world(), canonical({"threads"}));
   return true;
