@@ -230,7 +230,9 @@ LIERE_HOST_DEVICE int scale_skew(const W* a, W* x, W* x2, W* x3) {
 // out[i] = Σ_j b[i][j]·P_j for i = 0…4 (with the identity term when with_identity), in one pass over the four
 // powers: each entry of x, x2, x3, x6 is read once for the five outputs (five passes read them five times: on the
 // device, where every matrix of a cooperative kernel lives in global memory, that was a third of the forward's
-// traffic). Every output entry is the same expression as one combination at a time.
+// traffic). Every output entry is the same expression as one combination at a time; where the compiler contracts
+// products and sums into FMAs (GCC's default with -march=native, nvcc's), this loop may contract them otherwise than
+// the five-pass one did, so the last bit can differ (with -ffp-contract=off both give the same bits).
 template <int N, class W, class Mul = SerialLoops>
 LIERE_HOST_DEVICE void t18_combinations(const W* x, const W* x2, const W* x3, const W* x6, W* const* out,
                                         bool with_identity) {
