@@ -11,7 +11,6 @@
 //
 //   pe_diagnostics --pe all                        every rotary encoding, ViT-Tiny geometry (12 layers × 3 heads)
 //   pe_diagnostics --pe liere --block 64 --json liere64.jsonl
-#include <app/compare.hpp>  // parse_pe_label
 #include <app/flags.hpp>
 #include <liere/io/json.hpp>
 #include <liere/lie/exp.hpp>
@@ -528,7 +527,7 @@ bool parse_flags(int argc, char** argv, Config& cfg) {
         "--compare's (liere8: --pe liere --block 8)",
         [&](const std::string& v) {
           cfg.all = v == "all";
-          if (!cfg.all) cfg.pe = liere::app::parse_pe_label(v, cfg.pe);
+          if (!cfg.all) cfg.pe.set("pe", v);  // a label with a block size (liere8) sets the block too
         },
         [&] { return cfg.all ? std::string("all") : cfg.pe.label(); });
   f.add_pe(&cfg.pe);

@@ -309,7 +309,7 @@ std::vector<ArrowRun> train_all(const Setup& s, const std::vector<std::string>& 
   for (int r : s.res)
     for (const auto& l : labels) {
       nn::VitConfig c = s.cfg;
-      c.pe = app::parse_pe_label(l, s.cfg.pe);
+      c.pe.set("pe", l);
       app::TrainOptions o = s.opt;
       o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
       if (!s.opt.metrics.empty()) o.metrics = s.opt.metrics + "." + c.pe.label() + "." + std::to_string(r) + ".jsonl";

@@ -409,7 +409,7 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   LIERE_USAGE(T >= 1 && stride >= 1 && S >= 1, "--frames, --stride and --size must be >= 1");
   LIERE_USAGE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
               "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
-  LIERE_USAGE(cfg.patch >= 1 && S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
+  LIERE_USAGE(S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
   LIERE_USAGE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
   LIERE_USAGE(vo.bench_data >= 0, "--bench-data must be >= 0");
   cfg.channels = 3;
@@ -549,7 +549,7 @@ std::vector<VideoRun> train_all(const Setup& s, const VideoSets& d, const std::v
   std::vector<VideoRun> runs;
   for (const auto& l : labels) {
     nn::VitConfig c = s.cfg;
-    c.pe = app::parse_pe_label(l, s.cfg.pe);
+    c.pe.set("pe", l);
     app::TrainOptions o = opt;
     o.save.clear(), o.resume.clear(), o.init_from.clear(), o.predictions.clear();
     if (!opt.metrics.empty()) o.metrics = opt.metrics + "." + c.pe.label() + ".jsonl";

@@ -67,15 +67,6 @@ inline bool python_has(const std::string& module) {
 
 }  // namespace liere::test
 
-// Records why and returns from the test case (use it at the top level of a TEST_CASE body, not in a lambda).
-#define LIERE_SKIP(why)                                \
-  do {                                                 \
-    std::ostringstream liere_skip_why_;                \
-    liere_skip_why_ << why;                            \
-    ::liere::test::record_skip(liere_skip_why_.str()); \
-    return;                                            \
-  } while (false)
-
 // Records why and goes on: for a test case that checks several things (bf16, then fp16) and lacks what one of them
 // needs; the others still run and can fail, and the entry reads Skipped if nothing failed (the caller then skips
 // that part: `continue`, `break`).
@@ -84,4 +75,11 @@ inline bool python_has(const std::string& module) {
     std::ostringstream liere_skip_why_;                \
     liere_skip_why_ << why;                            \
     ::liere::test::record_skip(liere_skip_why_.str()); \
+  } while (false)
+
+// Records why and returns from the test case (use it at the top level of a TEST_CASE body, not in a lambda).
+#define LIERE_SKIP(why)   \
+  do {                    \
+    LIERE_SKIP_PART(why); \
+    return;               \
   } while (false)

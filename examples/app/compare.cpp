@@ -33,7 +33,7 @@ void CompareOptions::validate(const Flags& f, const TrainOptions& opt, const PEC
                                        "results to --compare-json (and --metrics, one file per run)");
   for (const auto& l : labels()) {
     try {
-      (void)parse_pe_label(l, base);
+      PEConfig(base).set("pe", l);
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
@@ -48,12 +48,6 @@ std::vector<std::string> CompareOptions::labels() const {
   auto l = split_list(list);
   LIERE_ENSURE(!l.empty(), "--compare: no encodings given");
   return l;
-}
-
-PEConfig parse_pe_label(const std::string& label, const PEConfig& base) {
-  PEConfig c = base;
-  c.set("pe", label);  // a label with a block size (liere8) sets the block too
-  return c;
 }
 
 std::vector<std::string> split_list(const std::string& s) {

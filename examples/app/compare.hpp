@@ -1,7 +1,8 @@
-// examples/app/compare.hpp — what the trainers' --compare modes share: the --compare flags, encoding labels
-// ("abs", "liere8", "comrope-ld4", …) to PEConfigs, and comma-separated lists.
+// examples/app/compare.hpp — what the trainers' --compare modes share: the --compare flags and comma-separated lists
+// of encoding labels ("abs", "liere8", "comrope-ld4", …: --pe values, which PEConfig::set("pe", label) reads with
+// their block sizes).
 //
-//   for (const auto& l : app::split_list("abs,liere8")) cfg.pe = app::parse_pe_label(l, base_pe);
+//   for (const auto& l : app::split_list("abs,liere8")) cfg.pe.set("pe", l);
 #pragma once
 
 #include <app/trainer.hpp>
@@ -33,10 +34,6 @@ struct CompareOptions {
   // The labels of the list; an empty list is an error.
   std::vector<std::string> labels() const;
 };
-
-// "liere8" → --pe liere --block 8 (likewise comrope-ap<N>, comrope-ld<N>); any other label is a --pe value
-// ("abs", "visionllama", "rope-mixed", …). The other encoding flags come from `base`.
-PEConfig parse_pe_label(const std::string& label, const PEConfig& base);
 
 // "a,b,,c" → {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_list(const std::string& s);

@@ -213,17 +213,15 @@ bool Flags::parse(int argc, char** argv) {
     }
     throw UsageError("unknown option --" + name);
   }
-  if (!pe_value.empty() && !block_value.empty()) {
+  if (!pe_value.empty() && !block_value.empty()) {  // (both are set only through pe_)
     PEConfig label, block;
     label.block = 0;  // set("pe") changes it only for a label with a block size
     label.set("pe", pe_value);
     block.set("block", block_value);
     if (label.block != 0 && label.block != block.block)
       throw UsageError("--pe " + pe_value + " and --block " + block_value + " disagree: give the block size once");
-  }
-  // --block with an encoding that does not take it is accepted (scripts pass one set of flags to every encoding),
-  // and said.
-  if (pe_ && !block_value.empty() && !pe_value.empty()) {
+    // --block with an encoding that does not take it is accepted (scripts pass one set of flags to every encoding),
+    // and said.
     const PEKindInfo& info = pe_->info();
     if (!info.rotary || info.fixed_block)
       std::cerr << "note: --block " << block_value << " is not used by --pe " << pe_value
