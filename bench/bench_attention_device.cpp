@@ -92,7 +92,7 @@ bool run_one(bool flash, RunShape sh, const Options& o) {
       Tape tape(5);
       const nn::EncodingVars<float> enc = pe.begin(tape, std::vector<int>{side, side}, o.device);
       auto cache = std::make_shared<AttentionCache<float>>();
-      Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, {}, flash);
+      Var y = nn::attention(tape, qkv, H, &pe.layout(), enc, 0, cache, {}, flash);
       if (o.backward) tape.backward(y, dyt);
       sync(o.device);
     };

@@ -171,6 +171,10 @@ VitStep vit_step(const nn::VitConfig& cfg, Device dev) {
   nn::Vit model(params, cfg, 11);
   perturb(params, 12);
   params.to(dev);
+  // The kinds whose generators are their parameters move them with the model (nn/position_encoding.hpp): the
+  // tables op reads them and its backward accumulates into their gradient on the device.
+  for (const auto& p : model.pe().parameters())
+    CHECK(p.device() == (model.pe().layout().generators_are_params() ? dev : Device::cpu));
   Tape tape(3);
   Var z = model.forward(tape, Var(Tensor::from(xs, x, dev)));
   VitStep r;
@@ -541,7 +545,7 @@ AttentionRun run_attention(const AttentionCase& c, Device dev, bool flash = fals
   Var qkv(Tensor::from(Shape{B, T, 3 * C}, randn(Index(B) * T * 3 * C, 21), dev), true);
   const std::vector<std::uint8_t> mask = c.masked ? key_mask(B, T) : std::vector<std::uint8_t>{};
   auto cache = std::make_shared<AttentionCache<float>>();
-  Var y = nn::attention(tape, qkv, H, &pe.encoding(), enc, 0, cache, mask, flash);
+  Var y = nn::attention(tape, qkv, H, &pe.layout(), enc, 0, cache, mask, flash);
   AttentionRun r;
   r.out = y.value().to_vector();
   if (!flash)
@@ -646,7 +650,7 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
     Tape tape;
     const auto enc = pe.begin(tape, std::vector<int>{c.gh, c.gw});
     auto cache = std::make_shared<AttentionCache<float>>();
-    Var y = nn::attention(tape, Var(x.to(Device::cpu), true), H, &pe.encoding(), enc, 0, cache);
+    Var y = nn::attention(tape, Var(x.to(Device::cpu), true), H, &pe.layout(), enc, 0, cache);
     cpu_probs.assign(cache->probs.begin(), cache->probs.end());
   }
   auto round = [](std::size_t b) { return BufferPool::round_up(b); };
@@ -661,7 +665,7 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
       cache->keep_probs = keep;
       pool.trim();  // fresh blocks: their sizes are the rounded requests
       const std::size_t before = pool.stats().bytes_in_use;
-      Var y = nn::attention(tape, Var(x), H, &pe.encoding(), enc, 0, cache);
+      Var y = nn::attention(tape, Var(x), H, &pe.layout(), enc, 0, cache);
       CHECK(pool.stats().bytes_in_use - before == round(y_bytes) + (keep ? round(p_bytes) : 0));
       CHECK(cuda::attention_state_bytes(cache->device) == (keep ? round(p_bytes) : 0));
       if (keep) {
@@ -678,7 +682,7 @@ TEST_CASE("cuda: attention keeps its device memory in the pool, and none after a
     Var xv(x, true);
     pool.trim();
     const std::size_t before = pool.stats().bytes_in_use;
-    Var y = nn::attention(tape, xv, H, &pe.encoding(), enc, 0, cache);
+    Var y = nn::attention(tape, xv, H, &pe.layout(), enc, 0, cache);
     const std::size_t kept = round(n_bytes) + 2 * round(nk_bytes) + round(p_bytes);
     CHECK(pool.stats().bytes_in_use - before == round(y_bytes) + kept);
     CHECK(cuda::attention_state_bytes(cache->device) == kept);
@@ -1517,6 +1521,29 @@ TEST_CASE("cuda: rotation tables and their backward match the CPU op", "[cuda][t
   CHECK(std::isnan(tab.to_vector()[0]));
   CHECK(cuda::rotation_table_nonfinite());
   CHECK(!cuda::rotation_table_nonfinite());  // read and cleared
+}
+
+TEST_CASE("cuda: a non-finite generator on the device gives NaN logits, and check_generators names its layer",
+          "[cuda][tables][bad-input]") {
+  const nn::VitConfig cfg = vit_config("liere", 4);
+  nn::Params params;
+  nn::Vit model(params, cfg, 11);
+  params.to(Device::cuda);
+  const Parameter& g = params["pe.generators"];
+  REQUIRE(g.device() == Device::cuda);
+  CHECK_NOTHROW(model.pe().check_generators());
+  // Layer-head sharing: set heads + 1 is layer 1, head 1.
+  std::vector<float> v = g.value().to_vector();
+  const Index per_set = g.numel() / (cfg.depth * cfg.heads);
+  v[std::size_t(per_set * (cfg.heads + 1) + 2)] = NAN;
+  g.value().copy_from(Tensor::from(g.shape(), v));
+  Shape xs{2, cfg.channels};
+  for (int d : cfg.image) xs.push_back(d);
+  Tape tape;
+  const Var z = model.forward(tape, Var(Tensor::from(xs, randn(xs.numel(), 3), Device::cuda)));
+  CHECK(std::isnan(z.value().to_vector()[0]));  // the forward did not stop: the generators were not read on the host
+  CHECK(cuda::rotation_table_nonfinite());       // the tables kernel saw it (and the flag is cleared for later cases)
+  CHECK_THROWS_WITH(model.pe().check_generators(), Catch::Contains("layer 1, head 1") && Catch::Contains("NaN"));
 }
 
 namespace {

@@ -3,10 +3,13 @@
 // the parameters, a checkpoint-style load or a new grid invalidate them; freeze() and bake() for inference. The
 // cached tables are checked against a fresh computation, and whole-model outputs against the uncached path.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <liere/nn/engine.hpp>
 #include <liere/optim/adam.hpp>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -188,4 +191,91 @@ TEST_CASE("PE tables: a NaN or Inf generator stops the forward with a message na
   Tape tape2;
   auto guard = tape2.no_grad();
   REQUIRE_THROWS_WITH(m.begin(tape2, grid), Catch::Contains("layer 1, head 1") && Catch::Contains("NaN"));
+}
+
+TEST_CASE("PE parameters: a kind whose generators are its parameters registers a parameter of its own",
+          "[pe][params]") {
+  // liere (every block size), rope-mixed-official, liere-commute and rope-mixed (its frequencies are its generators'
+  // coordinates): the parameter owns its storage, so ParamsT::to moves it to the model's device and the tables op
+  // reads it there; the other kinds' parameters stay over the encoding's.
+  for (const std::string pe :
+       {"liere", "rope-mixed-official", "liere-commute", "rope-mixed", "comrope-ap4", "string", "absolute"}) {
+    INFO(pe);
+    liere::nn::ParamsT<S> params;
+    liere::nn::VitT<S> model(params, small_config(pe, 4), 3);
+    const bool direct = pe == "liere" || pe == "rope-mixed-official" || pe == "liere-commute" || pe == "rope-mixed";
+    CHECK(model.pe().layout().generators_are_params() == direct);
+    for (const auto& p : model.pe().parameters()) CHECK(p.owns_storage() == direct);
+  }
+}
+
+TEST_CASE("PE parameters: encoding() shows the parameter as it is, and writes through it reach it element by element",
+          "[pe][params]") {
+  const auto cfg = small_config("liere", 4);
+  liere::nn::ParamsT<S> params;
+  liere::nn::VitT<S> model(params, cfg, 11);
+  auto& m = model.pe();
+  const liere::ParameterT<S>& gen = params["pe.generators"];
+  const Tensor x = random_images(cfg, 2, 4);
+  auto train_step = [&](liere::optim::AdamT<S>& adam) {
+    Tape tape;
+    tape.backward(liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<S>(x)), std::vector<int>{2, 1}));
+    adam.step();
+  };
+  liere::optim::AdamConfig ac;
+  ac.lr = 1e-2;
+  liere::optim::AdamT<S> adam(params.all(), ac);
+
+  // After a training step, encoding() hands out the values and the gradient the optimizer saw.
+  train_step(adam);
+  const std::span<S> host = m.encoding().params();
+  REQUIRE(host.size() == std::size_t(gen.numel()));
+  CHECK(std::equal(host.begin(), host.end(), gen.value().data()));
+  const std::span<S> hgrad = m.encoding().grads();
+  CHECK(std::equal(hgrad.begin(), hgrad.end(), gen.grad().data()));
+  bool nonzero = false;
+  for (S g : hgrad) nonzero |= g != 0;
+  CHECK(nonzero);
+
+  // A write through the copy handed out, then another optimizer step before the next forward: the written element
+  // takes the written value at the next forward, every other element keeps what the optimizer made of it.
+  const S written = host[5] + 1.5f;
+  host[5] = written;
+  const std::vector<S> before_step = gen.value().to_vector();
+  adam.step();  // the gradients of the step above again
+  std::vector<S> after_step = gen.value().to_vector();
+  REQUIRE(after_step != before_step);
+  {
+    Tape tape;
+    auto ng = tape.no_grad();
+    (void)m.begin(tape, cfg.grid());
+  }
+  CHECK(gen.value().data()[5] == written);
+  after_step[5] = written;
+  CHECK(gen.value().to_vector() == after_step);
+  // Nothing written since: the next forward leaves the parameter alone.
+  params.zero_grad();
+  train_step(adam);
+  const std::vector<S> trained = gen.value().to_vector();
+  {
+    Tape tape;
+    auto ng = tape.no_grad();
+    (void)m.begin(tape, cfg.grid());
+  }
+  CHECK(gen.value().to_vector() == trained);
+}
+
+TEST_CASE("PE parameters: check_generators names the layer and head of a non-finite generator", "[pe][bad-input]") {
+  for (const std::string pe : {"liere", "comrope-ap4"}) {
+    INFO(pe);
+    liere::nn::ParamsT<S> params;
+    liere::nn::VitT<S> model(params, small_config(pe, 4), 13);
+    CHECK_NOTHROW(model.pe().check_generators());
+    // Written into the registered parameter, as an optimizer step or a checkpoint load would (set 2 = layer 1,
+    // head 0 under layer-head sharing).
+    const liere::ParameterT<S>& p = model.pe().parameters().front();
+    const Index per_set = p.numel() / 4;
+    p.value().data()[2 * per_set + 1] = std::numeric_limits<S>::quiet_NaN();
+    CHECK_THROWS_WITH(model.pe().check_generators(), Catch::Contains("layer 1, head 0") && Catch::Contains("NaN"));
+  }
 }

@@ -351,6 +351,8 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   auto check_finite = [&] {
     if (std::isfinite(l)) return;
     tape.clear();
+    // A non-finite generator is named (layer and head) as on the host, where it stopped the forward before the tables.
+    model_.pe().check_generators();
     std::ostringstream m;
     m << "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << step + 1
       << "; training stopped"

@@ -63,8 +63,8 @@ class ParamsT {
   }
   void zero_grad() const { zero_grads(list_); }
   // Moves every parameter to `device` (before an optimizer is made for them: its state follows the parameters'
-  // device). Parameters over storage owned elsewhere stay on the host: the position encoding's, from which it
-  // computes its tables on the host (the engine copies the tables to the device).
+  // device). Parameters over storage owned elsewhere stay on the host: those of the position encodings whose
+  // effective generators are made from their parameters on the host (nn/position_encoding.hpp).
   void to(Device device) const {
     for (const auto& p : list_)
       if (p.owns_storage()) p.move_to(device);

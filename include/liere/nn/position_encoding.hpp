@@ -1,8 +1,18 @@
 // liere/nn/position_encoding.hpp — a position encoding (pe/encoding.hpp) as a module of the engine.
 //
 // The encoding's parameter blocks ("pe.generators", "pe.freqs", "pe.absolute", …) are registered in the
-// model's ParamsT as parameters over the encoding's own storage, so the optimizer, gradient clipping,
-// zero_grad and checkpoints treat them like every other parameter.
+// model's ParamsT, so the optimizer, gradient clipping, zero_grad and checkpoints treat them like every other
+// parameter. Two kinds of registration:
+//   * kinds whose effective generators are their parameters (liere at every block size, rope-mixed-official,
+//     liere-commute: pe/kinds/generators.hpp) register "pe.generators" as a parameter of its own, which
+//     ParamsT::to moves to the model's device with the others. The tables op reads it where it lives and its
+//     backward adds into its gradient there: on a GPU no copy and no host work in the step (the optimizer updates it
+//     with the other parameters on the device). The encoding's host copy (encoding().params(), .grads()) is brought
+//     up to date when encoding() is called, and what is written through it reaches the parameter at the next
+//     begin() (the elements that differ from what encoding() handed out);
+//   * the other kinds (rope-mixed, comrope, STRING, absolute) register parameters over the encoding's own storage
+//     (ParameterT::wrap), which stay on the host: the effective generators, the transforms and the absolute rows
+//     are made there from them (a few kB, copied to the device per step) and their gradients come back there.
 //
 // Per forward pass:
 //   enc = pe.begin(tape, grid)   positions for this grid and an op on the tape whose outputs are the rotation
@@ -10,19 +20,23 @@
 //                                computed from the parameters; their gradients, accumulated by every attention
 //                                layer's backward, go back to the parameters in this op's backward
 //   pe.add_to_tokens(tape, x)    the absolute encoding (identity for the others)
-//   nn::attention(…, &pe.encoding(), enc, layer, …) in each layer
+//   nn::attention(…, &pe.layout(), enc, layer, …) in each layer
 // The tables are computed by the backend's op on the model's device (LIERE_DISPATCH rotation_table_forward /
-// rotation_table_backward: backend/cpu/rotation_table.hpp, backend/cuda/rotation_table.cu) from the encoding's
-// effective generators and positions, which pe/ provides on the host (a few kB, copied to the device per step;
-// the parameters stay on the host, see nn/module.hpp). Fixed encodings (visionllama, rope-1d) keep their tables
-// until the positions change.
+// rotation_table_backward: backend/cpu/rotation_table.hpp, backend/cuda/rotation_table.cu) from the generators
+// and the positions (copied to the device when they change). Fixed encodings (visionllama, rope-1d) keep their
+// tables until the positions change.
+//
+// NaN or Inf in a generator stops the step with a message naming the layer and head: before the tables are
+// computed where the generators are on the host; on a device, whose values the host reads only by waiting for it,
+// the tables come out NaN and check_generators() (which the trainer calls when the loss is not finite) names them.
 //
 // Caching (docs/api.md, "Inference: cached and baked tables"). A forward that needs no gradient for the encoding
 // (under tape.no_grad(), or after freeze()) reuses the tables (and STRING's transforms) of the previous such
 // forward when the parameters, the positions and the device are the same. "The same parameters" is checked on
-// their values (a copy taken when the tables were computed, compared bit for bit: a few hundred kB at most), so
-// an optimizer step, a checkpoint load or a write through encoding().params() all invalidate the cache, with no
-// counter anyone could forget to bump. A forward that records gradients computes its tables fresh, as before.
+// their values (a copy taken when the tables were computed, compared bit for bit: a few hundred kB at most, read
+// from the device where they live there), so an optimizer step, a checkpoint load or a write through
+// encoding().params() all invalidate the cache, with no counter anyone could forget to bump. A forward that
+// records gradients computes its tables fresh, as before.
 //   freeze()       the encoding's parameters become constants: no gradient reaches them, their tables are cached
 //                  from one forward to the next, even while the rest of the model trains; unfreeze() undoes it.
 //   bake(grid)     freeze() and compute the tables of this grid now, so that the first inference pays nothing.
@@ -33,6 +47,7 @@
 #include <liere/pe/encoding.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -56,14 +71,20 @@ class PositionEncodingModuleT {
  public:
   PositionEncodingModuleT() = default;
   PositionEncodingModuleT(ParamsT<S>& params, const PEConfig& cfg, const PEGeometry& geo, std::uint64_t seed)
-      : pe_(std::make_unique<PositionEncoding<S>>(cfg, geo, seed)) {
+      : pe_(std::make_unique<PositionEncoding<S>>(cfg, geo, seed)), direct_(pe_->generators_are_params()) {
     for (std::size_t i = 0; i < pe_->groups().size(); ++i) {
       const auto& g = pe_->groups()[i];
       Shape shape;
       for (auto d : g.shape) shape.push_back(Index(d));
       auto v = pe_->group_values(i);
       auto gr = pe_->group_grads(i);
-      ParameterT<S> p = ParameterT<S>::wrap(g.name, TensorT<S>::wrap(v.data(), shape), TensorT<S>::wrap(gr.data(), shape));
+      ParameterT<S> p;
+      if (direct_) {  // a parameter of its own, starting from the encoding's draw (see the header comment)
+        p = ParameterT<S>(g.name, shape);
+        p.value().copy_from(TensorT<S>::wrap(v.data(), shape));
+      } else {
+        p = ParameterT<S>::wrap(g.name, TensorT<S>::wrap(v.data(), shape), TensorT<S>::wrap(gr.data(), shape));
+      }
       params.add(p);
       params_.push_back(p);
     }
@@ -71,6 +92,7 @@ class PositionEncodingModuleT {
 
   // Positions for this patch grid and the tables op; see the header comment.
   EncodingVars<S> begin(TapeT<S>& tape, const std::vector<int>& grid, Device device = Device::cpu) {
+    push_host_writes();
     if (grid != grid_) {
       pe_->set_grid(grid);
       grid_ = grid;
@@ -79,6 +101,7 @@ class PositionEncodingModuleT {
   }
   // Arbitrary coordinates instead of a grid (rotary encodings): (N, P) for the batch or (B, N, P).
   EncodingVars<S> begin(TapeT<S>& tape, std::span<const double> positions, int batch, Device device = Device::cpu) {
+    push_host_writes();
     pe_->set_positions(positions, batch);
     grid_.clear();
     return record(tape, device);
@@ -127,8 +150,32 @@ class PositionEncodingModuleT {
   // How many times the learned tables were computed (the cache's misses and every forward with gradients).
   std::uint64_t table_computations() const { return table_computations_; }
 
-  PositionEncoding<S>& encoding() { return *pe_; }
-  const PositionEncoding<S>& encoding() const { return *pe_; }
+  // The encoding with its parameters and their gradients as they are now (brought to the host for the kinds whose
+  // parameter lives on the model's device: a copy, on a GPU a wait for it); writes through it reach the model at
+  // the next begin().
+  PositionEncoding<S>& encoding() {
+    pull_to_host();
+    return *pe_;
+  }
+  const PositionEncoding<S>& encoding() const {
+    pull_to_host();
+    return *pe_;
+  }
+  // The encoding for its layout (kind, geometry, sets, positions), without bringing the parameters' values up to
+  // date: what attention takes in every forward (nn::attention reads the tables, not the parameters).
+  const PositionEncoding<S>& layout() const { return *pe_; }
+  // Throws the message of a non-finite generator (naming the layer and head) if the parameters hold one; reads the
+  // device where they live there. The trainer calls it when the loss is not finite.
+  void check_generators() const {
+    if (!pe_->rotary() || !pe_->learnable()) return;
+    if (direct_) {
+      const TensorT<S>& v = params_.front().value();
+      const std::vector<S> host = v.on_host() ? std::vector<S>() : v.to_vector();
+      check_finite(std::span<const S>(v.on_host() ? v.data() : host.data(), std::size_t(v.numel())), table_shape());
+    } else {
+      check_finite(pe_->table_generators(), table_shape());
+    }
+  }
   const std::vector<ParameterT<S>>& parameters() const { return params_; }
   Index num_params() const { return Index(pe_->num_params()); }
 
@@ -163,7 +210,22 @@ class PositionEncodingModuleT {
       pe_->compute_transforms(host);
       e.transforms.value().copy_from(TensorT<S>::wrap(host.data(), xs));
     }
-    if (e.tables.requires_grad()) {
+    if (e.tables.requires_grad() && direct_) {
+      // The generators' gradient added into the parameter's where it lives: in place on its device.
+      tape.push([p = params_.front(), gt = e.tables.grad_ref(), device, sh = table_shape(), gens = gens_,
+                 pos = positions_] {
+        const S* dt = gt.get();
+        if (!dt) return;
+        if (p.device() == device) {
+          LIERE_DISPATCH(S, device, rotation_table_backward, gens.data(), pos.data(), dt, p.grad().data(), sh);
+          return;
+        }
+        TensorT<S> dgens = TensorT<S>::zeros(Shape{p.numel()}, device);
+        LIERE_DISPATCH(S, device, rotation_table_backward, gens.data(), pos.data(), dt, dgens.data(), sh);
+        dgens = dgens.to(p.device());
+        LIERE_DISPATCH(S, p.device(), accumulate, dgens.data(), p.grad().data(), p.numel());
+      });
+    } else if (e.tables.requires_grad()) {
       PositionEncoding<S>* pe = pe_.get();
       // The generators and positions this forward used (on the device), for the op's backward there; only the
       // generators' gradient (a few kB) comes back to the host, where the encoding's parameters live.
@@ -188,16 +250,25 @@ class PositionEncodingModuleT {
     return {pe_->num_sets(), pe_->geometry().pos_dim, pe_->rows_per_set(), pe_->geometry().head_dim, pe_->block()};
   }
   // The tables into t by the backend's op on t's device (backend/cpu/rotation_table.hpp, cuda/rotation_table.cu),
-  // from the encoding's effective generators and positions: those (a few kB) are copied into gens_ and positions_
-  // on the device, the tables themselves are made there and never cross the bus.
+  // from the generators and positions in gens_ and positions_ on that device: the parameter itself where it lives
+  // there (direct kinds), else a copy of the encoding's effective generators (a few kB); the positions are copied
+  // when they change. The tables themselves are made there and never cross the bus.
   void compute_tables(const TensorT<S>& t) {
     const Device dev = t.device();
     const RotationTableShape sh = table_shape();
-    const std::span<const S> g = pe_->table_generators();
-    check_finite(g, sh);
-    const Shape gs{Index(g.size())};
-    gens_ = TensorT<S>(gs, dev);  // a fresh buffer: a pending backward keeps the one of its forward
-    gens_.copy_from(TensorT<S>::wrap(const_cast<S*>(g.data()), gs));
+    const Shape gs{Index(sh.num_generators())};
+    if (direct_ && params_.front().device() == dev) {
+      const TensorT<S>& v = params_.front().value();
+      if (v.on_host()) check_finite(std::span<const S>(v.data(), std::size_t(v.numel())), sh);
+      gens_ = v.view(gs);  // a pending backward keeps the values of its forward: the optimizer steps after it
+    } else {
+      std::vector<S> direct_host;
+      if (direct_) direct_host = params_.front().value().to_vector();
+      const std::span<const S> g = direct_ ? std::span<const S>(direct_host) : pe_->table_generators();
+      check_finite(g, sh);
+      gens_ = TensorT<S>(gs, dev);  // a fresh buffer: a pending backward keeps the one of its forward
+      gens_.copy_from(TensorT<S>::wrap(const_cast<S*>(g.data()), gs));
+    }
     if (!positions_.defined() || positions_device_ != dev || positions_of_ != pe_->positions_version()) {
       const std::vector<S>& p = pe_->rotated_positions();
       const Shape ps{Index(p.size())};
@@ -209,8 +280,8 @@ class PositionEncodingModuleT {
     LIERE_DISPATCH(S, dev, rotation_table_forward, gens_.data(), positions_.data(), t.data(), sh);
   }
 
-  // NaN or Inf in a generator stops the step here, naming the layer and head, on every device: the generators are
-  // on the host before they are copied, so the check costs one pass over a few kB and no device synchronisation.
+  // NaN or Inf in a generator stops the step here, naming the layer and head: a pass over generators on the host
+  // (before they are copied to a device, or where a direct kind's parameter lives on the host).
   void check_finite(std::span<const S> g, const RotationTableShape& sh) const {
     const std::int64_t bad = cpu::rotation_table_nonfinite(g.data(), sh);
     if (bad < 0) return;
@@ -235,7 +306,9 @@ class PositionEncodingModuleT {
   // The learned tables for a forward without gradients: recomputed when the parameter values, the positions or
   // the device differ from those of the cached ones.
   void refresh_cache(const Shape& ts, const Shape& xs, Device device) {
-    const std::span<const S> now = pe_->params();
+    std::vector<S> direct_now;  // a direct kind's parameter, read from its device
+    if (direct_) direct_now = params_.front().value().to_vector();
+    const std::span<const S> now = direct_ ? std::span<const S>(direct_now) : pe_->params();
     const bool same = cached_tables_.defined() && cached_device_ == device &&
                       cached_positions_ == pe_->positions_version() && cached_tables_.shape() == ts &&
                       std::equal(now.begin(), now.end(), cached_params_.begin(), cached_params_.end());
@@ -254,7 +327,38 @@ class PositionEncodingModuleT {
     cached_device_ = device;
   }
 
+  // Direct kinds: the encoding's host copy from the parameter (values and gradient), and what was handed out, so
+  // that push_host_writes() can tell what was written through encoding() since.
+  void pull_to_host() const {
+    if (!direct_) return;
+    const ParameterT<S>& p = params_.front();
+    pulled_values_ = p.value().to_vector();
+    pulled_grads_ = p.grad().to_vector();
+    std::copy(pulled_values_.begin(), pulled_values_.end(), pe_->params().begin());
+    std::copy(pulled_grads_.begin(), pulled_grads_.end(), pe_->grads().begin());
+    pulled_ = true;
+  }
+  // What was written through encoding() since it was handed out — the elements that differ, bit for bit, from what
+  // it handed out — goes into the parameter; every other element keeps the parameter's value (an optimizer step
+  // since then included). Two comparisons of the host copy per begin() once encoding() has been called.
+  void push_host_writes() {
+    if (!pulled_) return;
+    patch(params_.front().value(), pe_->params(), pulled_values_);
+    patch(params_.front().grad(), pe_->grads(), pulled_grads_);
+  }
+  static void patch(const TensorT<S>& t, std::span<const S> host, std::vector<S>& handed) {
+    if (std::memcmp(host.data(), handed.data(), host.size_bytes()) == 0) return;
+    std::vector<S> now = t.to_vector();
+    for (std::size_t i = 0; i < host.size(); ++i)
+      if (std::memcmp(&host[i], &handed[i], sizeof(S)) != 0) now[i] = host[i];
+    t.copy_from(TensorT<S>::wrap(now.data(), t.shape()));
+    handed.assign(host.begin(), host.end());
+  }
+
   std::unique_ptr<PositionEncoding<S>> pe_;
+  bool direct_ = false;  // the kind's generators are its parameters: params_[0] is a parameter of its own
+  mutable bool pulled_ = false;
+  mutable std::vector<S> pulled_values_, pulled_grads_;  // what encoding() last handed out (direct kinds)
   std::vector<ParameterT<S>> params_;
   bool frozen_ = false;
   TensorT<S> cached_tables_, cached_transforms_;

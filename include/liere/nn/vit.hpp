@@ -187,7 +187,7 @@ class VitT {
     VarT<S> h = patch_(tape, x);
     if (cls_.defined()) h = ops::prepend_token(tape, h, cls_);
     h = pe_->add_to_tokens(tape, h);
-    const PositionEncoding<S>* pe = pe_->encoding().rotary() ? &pe_->encoding() : nullptr;
+    const PositionEncoding<S>* pe = pe_->layout().rotary() ? &pe_->layout() : nullptr;
     for (const auto& b : blocks_) h = b.forward(tape, h, pe, enc);
     h = norm_(tape, h);
     h = cfg_.pool == Pool::cls ? ops::select_token(tape, h, 0) : ops::mean_tokens(tape, h, 0);

@@ -102,6 +102,9 @@ class EncodingKind {
                                   std::span<Scalar> grads) const {
     (void)deff, (void)grads;
   }
+  // Whether the effective generators are the parameters themselves (one group, in the same layout): the engine
+  // then hands the parameter to the tables op as it is, on its device (nn/position_encoding.hpp).
+  virtual bool generators_are_params() const { return false; }
   // Kinds with a dense transform P per set (applied before the rotation): out (sets, D, D) row-major.
   virtual bool has_transforms() const { return false; }
   virtual void transforms(const ParamStore<Scalar>&, const KindContext&, std::span<Scalar> out) const { (void)out; }

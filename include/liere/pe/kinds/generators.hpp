@@ -15,6 +15,7 @@ class GeneratorsKind : public EncodingKind<Scalar> {
     const std::size_t g = ps.add("pe.generators", {c.sets, c.geo.pos_dim, c.num_blocks(), c.params_per_block()});
     fill_init(ps.values(g), c.cfg.init, rng);
   }
+  bool generators_are_params() const override { return true; }
   void effective(const ParamStore<Scalar>& ps, const KindContext&, std::span<Scalar> eff) const override {
     std::copy_n(ps.values(0).begin(), eff.size(), eff.begin());
   }
