@@ -171,10 +171,10 @@ VitStep vit_step(const nn::VitConfig& cfg, Device dev) {
   nn::Vit model(params, cfg, 11);
   perturb(params, 12);
   params.to(dev);
-  // The kinds whose generators are their parameters move them with the model (nn/position_encoding.hpp): the
-  // tables op reads them and its backward accumulates into their gradient on the device.
-  for (const auto& p : model.pe().parameters())
-    CHECK(p.device() == (model.pe().layout().generators_are_params() ? dev : Device::cpu));
+  // The kinds whose generators are their parameters, and the absolute table, move them with the model
+  // (nn/position_encoding.hpp): the ops read them and their backwards accumulate into their gradient on the device.
+  const bool moves = model.pe().layout().generators_are_params() || model.pe().layout().additive();
+  for (const auto& p : model.pe().parameters()) CHECK(p.device() == (moves ? dev : Device::cpu));
   Tape tape(3);
   Var z = model.forward(tape, Var(Tensor::from(xs, x, dev)));
   VitStep r;

@@ -193,18 +193,20 @@ TEST_CASE("PE tables: a NaN or Inf generator stops the forward with a message na
   REQUIRE_THROWS_WITH(m.begin(tape2, grid), Catch::Contains("layer 1, head 1") && Catch::Contains("NaN"));
 }
 
-TEST_CASE("PE parameters: a kind whose generators are its parameters registers a parameter of its own",
+TEST_CASE("PE parameters: the absolute table and kinds whose generators are their parameters register their own",
           "[pe][params]") {
   // liere (every block size), rope-mixed-official, liere-commute and rope-mixed (its frequencies are its generators'
   // coordinates): the parameter owns its storage, so ParamsT::to moves it to the model's device and the tables op
-  // reads it there; the other kinds' parameters stay over the encoding's.
+  // reads it there (the absolute table: add_to_tokens adds it there); the other kinds' parameters stay over the
+  // encoding's.
   for (const std::string pe :
        {"liere", "rope-mixed-official", "liere-commute", "rope-mixed", "comrope-ap4", "string", "absolute"}) {
     INFO(pe);
     liere::nn::ParamsT<S> params;
     liere::nn::VitT<S> model(params, small_config(pe, 4), 3);
-    const bool direct = pe == "liere" || pe == "rope-mixed-official" || pe == "liere-commute" || pe == "rope-mixed";
-    CHECK(model.pe().layout().generators_are_params() == direct);
+    const bool direct =
+        pe == "liere" || pe == "rope-mixed-official" || pe == "liere-commute" || pe == "rope-mixed" || pe == "absolute";
+    CHECK(model.pe().layout().generators_are_params() == (direct && pe != "absolute"));
     for (const auto& p : model.pe().parameters()) CHECK(p.owns_storage() == direct);
   }
 }

@@ -3,16 +3,17 @@
 // The encoding's parameter blocks ("pe.generators", "pe.freqs", "pe.absolute", …) are registered in the
 // model's ParamsT, so the optimizer, gradient clipping, zero_grad and checkpoints treat them like every other
 // parameter. Two kinds of registration:
-//   * kinds whose effective generators are their parameters (liere at every block size, rope-mixed-official,
-//     liere-commute: pe/kinds/generators.hpp) register "pe.generators" as a parameter of its own, which
-//     ParamsT::to moves to the model's device with the others. The tables op reads it where it lives and its
-//     backward adds into its gradient there: on a GPU no copy and no host work in the step (the optimizer updates it
-//     with the other parameters on the device). The encoding's host copy (encoding().params(), .grads()) is brought
-//     up to date when encoding() is called, and what is written through it reaches the parameter at the next
-//     begin() (the elements that differ from what encoding() handed out);
-//   * the other kinds (rope-mixed, comrope, STRING, absolute) register parameters over the encoding's own storage
-//     (ParameterT::wrap), which stay on the host: the effective generators, the transforms and the absolute rows
-//     are made there from them (a few kB, copied to the device per step) and their gradients come back there.
+//   * kinds whose effective generators are their parameters (liere at every block size, rope-mixed,
+//     rope-mixed-official, liere-commute: pe/kinds/generators.hpp) and the absolute table register that group as a
+//     parameter of its own, which ParamsT::to moves to the model's device with the others. The tables op reads it
+//     where it lives and its backward adds into its gradient there (the absolute table on the training grid: added
+//     to the tokens and summed into its gradient there): on a GPU no copy and no host work in the step (the
+//     optimizer updates it with the other parameters on the device). The encoding's host copy
+//     (encoding().params(), .grads()) is brought up to date when encoding() is called, and what is written through
+//     it reaches the parameter at the next begin() (the elements that differ from what encoding() handed out);
+//   * the other kinds (comrope, STRING) register parameters over the encoding's own storage (ParameterT::wrap),
+//     which stay on the host: the effective generators and the transforms are made there from them (a few kB,
+//     copied to the device per step) and their gradients come back there.
 //
 // Per forward pass:
 //   enc = pe.begin(tape, grid)   positions for this grid and an op on the tape whose outputs are the rotation
@@ -71,7 +72,8 @@ class PositionEncodingModuleT {
  public:
   PositionEncodingModuleT() = default;
   PositionEncodingModuleT(ParamsT<S>& params, const PEConfig& cfg, const PEGeometry& geo, std::uint64_t seed)
-      : pe_(std::make_unique<PositionEncoding<S>>(cfg, geo, seed)), direct_(pe_->generators_are_params()) {
+      : pe_(std::make_unique<PositionEncoding<S>>(cfg, geo, seed)),
+        direct_(pe_->generators_are_params() || (pe_->additive() && pe_->groups().size() == 1)) {
     for (std::size_t i = 0; i < pe_->groups().size(); ++i) {
       const auto& g = pe_->groups()[i];
       Shape shape;
@@ -107,8 +109,10 @@ class PositionEncodingModuleT {
     return record(tape, device);
   }
 
-  // x (B, T, C) → x + the absolute table (interpolated to the grid); x itself for the other encodings. The
-  // rows (T, C) are made on the host from the table and added to every sequence by add_broadcast on x's device.
+  // x (B, T, C) → x + the absolute table (interpolated to the grid); x itself for the other encodings. On the
+  // training grid the rows are the parameter itself, added by add_broadcast where it lives (its backward sums into
+  // the parameter's gradient there); on other grids they are interpolated on the host from its values and copied
+  // to x's device, and their gradient comes back to the host for the interpolation's backward.
   VarT<S> add_to_tokens(TapeT<S>& tape, const VarT<S>& x) const {
     if (!pe_->additive()) return x;
     const Shape& xs = x.shape();
@@ -117,21 +121,37 @@ class PositionEncodingModuleT {
                                               << pe_->geometry().embed_dim << ")");
     const Device dev = x.device();
     const Shape rs{xs[1], xs[2]};
-    TensorT<S> rows(rs);
-    pe_->absolute_rows(rows.data());
-    if (dev != Device::cpu) rows = rows.to(dev);
-    VarT<S> y = tape.output(xs, x, params_.front());
+    const ParameterT<S>& p = params_.front();
+    const bool in_place = pe_->absolute_rows_are_table() && p.device() == dev;
+    TensorT<S> rows;
+    if (in_place) {
+      rows = p.value().view(rs);
+    } else {
+      const std::vector<S> table = p.value().to_vector();
+      rows = TensorT<S>(rs);
+      pe_->absolute_rows(table.data(), rows.data());
+      if (dev != Device::cpu) rows = rows.to(dev);
+    }
+    VarT<S> y = tape.output(xs, x, p);
     const Index R = xs[0], M = rs.numel();
     LIERE_DISPATCH(S, dev, add_broadcast_forward, x.data(), rows.data(), y.data(), R, M);
     if (y.requires_grad()) {
-      PositionEncoding<S>* pe = pe_.get();
-      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, R, M, rs, dev, frozen = frozen_] {
+      const PositionEncoding<S>* pe = pe_.get();
+      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, p, R, M, rs, dev, in_place, frozen = frozen_] {
         const S* dy = gy.get();
         if (!dy) return;
-        TensorT<S> drows = TensorT<S>::zeros(rs, dev);
         S* dx = gx.acc();
+        if (frozen || in_place) {
+          LIERE_DISPATCH(S, dev, add_broadcast_backward, dy, dx, frozen ? nullptr : p.grad().data(), R, M);
+          return;
+        }
+        TensorT<S> drows = TensorT<S>::zeros(rs, dev);
         LIERE_DISPATCH(S, dev, add_broadcast_backward, dy, dx, drows.data(), R, M);
-        if (!frozen) pe->absolute_rows_backward(drows.on_host() ? drows.data() : drows.to(Device::cpu).data());
+        const std::vector<S> dh = drows.to_vector();
+        std::vector<S> dtable(std::size_t(p.numel()), S(0));
+        pe->absolute_rows_backward(dh.data(), dtable.data());
+        const TensorT<S> dt = TensorT<S>::wrap(dtable.data(), p.shape()).to(p.device());
+        LIERE_DISPATCH(S, p.device(), accumulate, dt.data(), p.grad().data(), p.numel());
       });
     }
     return y;
@@ -356,7 +376,8 @@ class PositionEncodingModuleT {
   }
 
   std::unique_ptr<PositionEncoding<S>> pe_;
-  bool direct_ = false;  // the kind's generators are its parameters: params_[0] is a parameter of its own
+  // params_[0] is a parameter of its own: the kind's generators are its parameters, or the absolute table
+  bool direct_ = false;
   mutable bool pulled_ = false;
   mutable std::vector<S> pulled_values_, pulled_grads_;  // what encoding() last handed out (direct kinds)
   std::vector<ParameterT<S>> params_;

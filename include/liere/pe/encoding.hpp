@@ -160,9 +160,18 @@ class PositionEncoding {
   // ---- the absolute encoding -------------------------------------------------------------------------
   // rows (T, C): what is added to every sequence's tokens — the CLS row (zeros when --cls skip leaves the CLS
   // token without one) and the table interpolated to the current grid.
-  void absolute_rows(Scalar* rows) const;
+  void absolute_rows(Scalar* rows) const { absolute_rows(params().data(), rows); }
   // grads() += d loss / d params given drows = d loss / d rows (T, C), summed over the batch.
-  void absolute_rows_backward(const Scalar* drows);
+  void absolute_rows_backward(const Scalar* drows) { absolute_rows_backward(drows, grads().data()); }
+  // The same from the values in `table` (the layout of params()) and into `dtable` (+=).
+  void absolute_rows(const Scalar* table, Scalar* rows) const;
+  void absolute_rows_backward(const Scalar* drows, Scalar* dtable) const;
+  // Whether the rows are the table itself (the training grid, and a CLS row wherever there is a CLS token): the
+  // engine then adds the parameter to the tokens as it is, on its device (nn/position_encoding.hpp).
+  bool absolute_rows_are_table() const {
+    return additive() && (!geo_.cls || cfg_.cls != ClsPolicy::skip) && interp_.is_identity() &&
+           std::size_t(tokens()) * std::size_t(geo_.embed_dim) == params_.size();
+  }
   // Plain buffers: x (B, T, C) += the rows, and its backward from dx (B, T, C).
   void add_to_tokens(Scalar* x, int batch) const;
   void add_to_tokens_backward(const Scalar* dx, int batch);
@@ -309,20 +318,18 @@ void PositionEncoding<Scalar>::prepare() {
 }
 
 template <class Scalar>
-void PositionEncoding<Scalar>::absolute_rows(Scalar* rows) const {
+void PositionEncoding<Scalar>::absolute_rows(const Scalar* table, Scalar* rows) const {
   LIERE_ENSURE(additive(), "PositionEncoding::absolute_rows: only for the absolute encoding");
   const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
-  const Scalar* table = params().data();
   const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
   for (int i = 0; i < first * c; ++i) rows[i] = cls_row ? table[i] : Scalar(0);
   interp_.apply(table + (cls_row ? c : 0), rows + std::size_t(first) * c, c);
 }
 
 template <class Scalar>
-void PositionEncoding<Scalar>::absolute_rows_backward(const Scalar* drows) {
+void PositionEncoding<Scalar>::absolute_rows_backward(const Scalar* drows, Scalar* g) const {
   const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
   const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
-  Scalar* g = grads().data();
   if (cls_row)
     for (int i = 0; i < c; ++i) g[i] += drows[i];
   interp_.apply_backward(drows + std::size_t(first) * c, g + (cls_row ? c : 0), c);
