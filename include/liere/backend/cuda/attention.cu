@@ -323,7 +323,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
   DeviceBlock maskb;
   if (a.key_mask) {
     maskb = DeviceBlock(std::size_t(rows));
-    LIERE_CUDA_CHECK(cudaMemcpy(maskb.get(), a.key_mask, std::size_t(rows), cudaMemcpyHostToDevice));
+    copy_to_device(maskb.get(), a.key_mask, std::size_t(rows));
   }
   LIERE_CUDA_LAUNCH(k_softmax, Index(B) * H * T * kWarp, p, maskb.get<std::uint8_t>(), T, TP, H, Index(B) * H * T);
   // O_h = P_h V_h into out (B, T, H·D): head h's rows HD apart at h·D, the samples T·HD apart.

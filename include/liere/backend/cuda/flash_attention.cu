@@ -259,7 +259,7 @@ void flash_attention_forward(const AttentionCall& a, float* out, AttentionState&
   st.mask = DeviceBlock();
   if (a.key_mask) {
     st.mask = DeviceBlock(std::size_t(B) * T);
-    LIERE_CUDA_CHECK(cudaMemcpy(st.mask.get(), a.key_mask, std::size_t(B) * T, cudaMemcpyHostToDevice));
+    copy_to_device(st.mask.get(), a.key_mask, std::size_t(B) * T);
   }
   const dim3 grid(unsigned((T + kRows - 1) / kRows), unsigned(B * H));
   LIERE_CUDA_LAUNCH_AS("k_flash_forward", k_flash_forward, grid, kRows, a.q, a.k, a.v, a.ld, flash_rot(a), st.mask.get<std::uint8_t>(), out,

@@ -4,7 +4,10 @@
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -165,8 +168,64 @@ void memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   LIERE_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+namespace {
+// Host-to-device copies through pinned staging buffers (set_staged_copies, memory.hpp): a ring of kStagingSlots
+// buffers, each reused once the event recorded after its last copy has completed. Never destroyed: at exit the
+// context may be gone before static destructors run.
+std::atomic<bool> g_staged{env_on("LIERE_CUDA_STAGING")};
+constexpr int kStagingSlots = 8;
+constexpr std::size_t kStagingLargest = std::size_t(8) << 20;  // larger copies are cudaMemcpy's
+constexpr std::size_t kStagingSmallest = std::size_t(256) << 10;
+struct StagingSlot {
+  void* host = nullptr;
+  std::size_t capacity = 0;
+  cudaEvent_t done = nullptr;
+};
+struct Staging {
+  std::mutex mutex;
+  StagingSlot slots[kStagingSlots];
+  int next = 0;
+};
+Staging& staging() {
+  static Staging* s = new Staging;
+  return *s;
+}
+}  // namespace
+
+void set_staged_copies(bool on) { g_staged = on; }
+bool staged_copies_on() { return g_staged; }
+
+void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (!g_staged || bytes > kStagingLargest) {
+    LIERE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  Staging& st = staging();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  StagingSlot& s = st.slots[st.next];
+  st.next = (st.next + 1) % kStagingSlots;
+  if (s.done) LIERE_CUDA_CHECK(cudaEventSynchronize(s.done));  // its last copy has left the buffer
+  else LIERE_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  if (s.capacity < bytes) {
+    if (s.host) LIERE_CUDA_CHECK(cudaFreeHost(s.host));
+    s.host = nullptr;
+    s.capacity = 0;
+    std::size_t cap = kStagingSmallest;
+    while (cap < bytes) cap *= 2;
+    LIERE_CUDA_CHECK(cudaHostAlloc(&s.host, cap, cudaHostAllocPortable));
+    s.capacity = cap;
+  }
+  std::memcpy(s.host, src, bytes);
+  // Stream 0, where the kernels are launched: ordered after the work queued before it, before the work after it.
+  LIERE_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, 0));
+  LIERE_CUDA_CHECK(cudaEventRecord(s.done, 0));
+  if (sync_launches()) synchronize();
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
   if (bytes == 0) return;
+  if (dst_device != Device::cpu && src_device == Device::cpu) return copy_to_device(dst, src, bytes);
   const cudaMemcpyKind kind = dst_device == Device::cpu
                                   ? (src_device == Device::cpu ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost)
                                   : (src_device == Device::cpu ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);

@@ -91,8 +91,18 @@ inline DeviceBlock device_floats(std::size_t count) { return DeviceBlock(count *
 // Free and total device memory, bytes.
 void memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
 
-// bytes from src on src_device to dst on dst_device (host ↔ device or device ↔ device), synchronous for the host.
+// bytes from src on src_device to dst on dst_device (host ↔ device or device ↔ device). Reading the device waits for
+// it; a copy to the device returns with src free to reuse, ordered with the kernels (copy_to_device).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+// bytes from host memory src to the device at dst. cudaMemcpy from pageable memory first waits for every queued
+// kernel (a training step had two such waits: its batch, and its labels after the forward). Under
+// set_staged_copies(true) (or LIERE_CUDA_STAGING=1 in the environment; off by default: written 2026-11-28 without a
+// GPU, not yet run on one) copies of up to 8 MiB go through a ring of pinned staging buffers with cudaMemcpyAsync
+// on the kernels' stream: the host waits only for the buffer's copy of eight copies before. test_cuda checks the
+// values and a ViT step's bits both ways; gpu_run.sh times them.
+void copy_to_device(void* dst, const void* src, std::size_t bytes);
+void set_staged_copies(bool on);
+bool staged_copies_on();
 
 // Waits for every queued kernel; throws a liere::Error naming the first asynchronous failure.
 void synchronize();
