@@ -213,7 +213,12 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes) {
     s.capacity = 0;
     std::size_t cap = kStagingSmallest;
     while (cap < bytes) cap *= 2;
-    LIERE_CUDA_CHECK(cudaHostAlloc(&s.host, cap, cudaHostAllocPortable));
+    if (cudaHostAlloc(&s.host, cap, cudaHostAllocPortable) != cudaSuccess) {  // no pinned memory left: the plain way
+      cudaGetLastError();
+      s.host = nullptr;
+      LIERE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+      return;
+    }
     s.capacity = cap;
   }
   std::memcpy(s.host, src, bytes);
