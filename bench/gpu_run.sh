@@ -21,7 +21,9 @@
 #                        in cuBLASLt's epilogues and not (LIERE_CUDA_EPILOGUES=1, 0), and LieRE-8 bf16 with
 #                        attention's operands rounded once and per product (LIERE_CUDA_ATTENTION_PACKS=1, 0), and
 #                        with the flat kernels and without (LIERE_CUDA_FLAT_KERNELS=1, 0), and LieRE-8 float with its
-#                        copies to the device staged and not (LIERE_CUDA_STAGING=1, 0), appended to gpu_compare.log
+#                        copies to the device staged and not (LIERE_CUDA_STAGING=1, 0), and LieRE-64 float with its
+#                        rotations by liere's 64 × 64 tile kernels and by cuBLAS's batches (LIERE_CUDA_ROTATE_TILES=1,
+#                        0), appended to gpu_compare.log
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
@@ -37,7 +39,7 @@
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16), LIERE_GPU_ENCODINGS (the compare's encodings:
 # abs,rope-mixed,liere8,liere64), LIERE_GPU_TORCH (1; 0: the compare without PyTorch, liere's side only: a quick
 # check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
-# epilogues, packs, flat, staging; all six, or "none"),
+# epilogues, packs, flat, staging, tiles; all seven, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the
 # interpreter with a CUDA PyTorch, python3). The exit status is 0 when every part that ran passed.
@@ -52,7 +54,7 @@ encodings=${LIERE_GPU_ENCODINGS:-abs,rope-mixed,liere8,liere64}
 no_torch=()
 [ "${LIERE_GPU_TORCH:-1}" = 0 ] && no_torch=(--no-torch)
 profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
-ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs,flat,staging}
+ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs,flat,staging,tiles}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
@@ -139,6 +141,8 @@ if part compare; then
     ab LIERE_CUDA_FLAT_KERNELS 8 "LieRE-8 bf16: the flat kernels (1) against the element and warp-per-row ones (0)" bf16
   [[ $abs_on == *,staging,* ]] &&
     ab LIERE_CUDA_STAGING 8 "LieRE-8: copies to the device through pinned staging buffers (1) against cudaMemcpy (0)"
+  [[ $abs_on == *,tiles,* ]] &&
+    ab LIERE_CUDA_ROTATE_TILES 64 "LieRE-64 rotations: liere's 64 x 64 tile kernels (1) against cuBLAS's batches (0)"
   true
 fi
 

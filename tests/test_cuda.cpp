@@ -285,6 +285,27 @@ TEST_CASE("cuda: a ViT step matches the CPU for every encoding and block size", 
   case_label().clear();
 }
 
+TEST_CASE("cuda: the rotation products as 64 x 64 tiles (set_rotate_tiles) match the CPU and the GEMMs",
+          "[cuda][parity]") {
+  // LieRE-64 at head dim 64: the forward, dx and dR products by k_rotate_tiles and k_rotate_tiles_grad; under
+  // --sharing layer the heads of a layer share one table, so dR goes back to the GEMMs (the tile products would
+  // race on it) while the forward and dx stay on the tiles.
+  const bool was = cuda::rotate_tiles_on();
+  for (const char* sharing : {"layer-head", "layer"}) {
+    INFO("sharing " << sharing);
+    nn::VitConfig cfg = vit_config("liere", 64, 64);
+    cfg.pe.set("sharing", sharing);
+    const VitStep cpu = vit_step(cfg, Device::cpu);
+    cuda::set_rotate_tiles(true);
+    const VitStep tiles = vit_step(cfg, Device::cuda);
+    cuda::set_rotate_tiles(false);
+    const VitStep gemms = vit_step(cfg, Device::cuda);
+    check_vit_step(tiles, cpu, kStepTol);
+    check_vit_step(tiles, gemms, kStepTol);
+  }
+  cuda::set_rotate_tiles(was);
+}
+
 TEST_CASE("cuda: Adam/AdamW with clipping, a short training run and checkpoints across devices", "[cuda]") {
   nn::VitConfig cfg = vit_config("liere", 4);
   cfg.drop = 0.0;

@@ -14,6 +14,7 @@
 #include <liere/backend/kernels/pointwise.hpp>
 #include <liere/backend/kernels/reduce.hpp>
 #include <liere/backend/kernels/rotate.hpp>
+#include <liere/backend/kernels/rotate_tiles.hpp>
 #include <liere/backend/kernels/softmax.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 #include <liere/pe/rotation_table.hpp>
@@ -458,6 +459,143 @@ TEST_CASE("kernels: rotate_gemms (the GPU's strided-batched products for large b
   CHECK(edq <= tol);
   CHECK(edx <= tol);
   CHECK(max_abs_diff(dr, dr_ref) <= tol * B * H);
+}
+
+namespace {
+using Tiles4 = kernels::TileProducts<4>;
+// cuda/attention.cu's k_rotate_tiles on the CPU: every thread block (row tile, product), its phases for its
+// kTileThreads threads in turn, as __syncthreads orders them.
+void emulate_rotate_tiles(const Tiles4& io) {
+  using namespace kernels;
+  std::vector<float> as(kTile * kTileLd), bs(kTile * kTileLd);
+  for (int p = 0; p < io.products(); ++p)
+    for (int b0 = 0; b0 < io.batch; b0 += kTile) {
+      int w, h, t, kb;
+      io.decode(p, w, h, t, kb);
+      const float* m = io.m[h];
+      if (!m) continue;
+      const int rows = std::min(kTile, io.batch - b0);
+      for (int th = 0; th < kTileThreads; ++th) {
+        tile_stage_part(io.x[w].at(h, t, kb) + b0 * io.x[w].batch, io.x[w].batch, rows, true, as.data(), th);
+        tile_stage_part(m + io.block_offset(t, kb), std::int64_t(kTile), kTile, !io.dx, bs.data(), th);
+      }
+      for (int th = 0; th < kTileThreads; ++th) {
+        float acc[kTileRows][kTileCols] = {};
+        tile_mul_part(as.data(), bs.data(), th, acc);
+        tile_store_part(acc, io.out[w].at(h, t, kb) + b0 * io.out[w].batch, io.out[w].batch, rows, io.accumulate, th);
+      }
+    }
+}
+// k_rotate_tiles_grad on the CPU: a thread block per (head, token, block), each thread's sums kept across the
+// chunks of 64 rows of both sides.
+void emulate_rotate_tiles_grad(const Tiles4& io) {
+  using namespace kernels;
+  std::vector<float> as(kTile * kTileLd), bs(kTile * kTileLd);
+  for (int p = 0; p < io.heads * io.tokens * io.nb; ++p) {
+    int w, h, t, kb;
+    io.decode(p, w, h, t, kb);
+    float* dr = io.dm[h];
+    if (!dr || !io.m[h]) continue;
+    float sums[kTileThreads][kTileRows][kTileCols] = {};
+    for (int side = 0; side < io.sides; ++side)
+      for (int b0 = 0; b0 < io.batch; b0 += kTile) {
+        const int rows = std::min(kTile, io.batch - b0);
+        for (int th = 0; th < kTileThreads; ++th) {
+          tile_stage_part(io.x[side].at(h, t, kb) + b0 * io.x[side].batch, io.x[side].batch, rows, false, as.data(), th);
+          tile_stage_part(io.y[side].at(h, t, kb) + b0 * io.y[side].batch, io.y[side].batch, rows, false, bs.data(), th);
+        }
+        for (int th = 0; th < kTileThreads; ++th) tile_mul_part(as.data(), bs.data(), th, sums[th]);
+      }
+    for (int th = 0; th < kTileThreads; ++th)
+      tile_store_part(sums[th], dr + io.block_offset(t, kb), std::int64_t(kTile), kTile, true, th);
+  }
+}
+}  // namespace
+
+TEST_CASE("kernels: the rotation products as 64 x 64 tiles (the GPU's set_rotate_tiles) match the element kernels",
+          "[kernels][rotate]") {
+  // The attention's geometry on the GPU, as the rotate_gemms case above: q and k in a packed qkv buffer, the first
+  // token not rotated, q̂ in (B, H, T, D) and k̂ in (B, H, TP, D) scratch (padded keys), two blocks of 64 a token
+  // (D = 128), a batch of 70 (a full row tile and a partial one), three heads of which the second is not rotated.
+  // Reference: kernels::rotate_entry / rotate_backward_entry / rotate_row_grad. Entries the products must not
+  // write (unrotated tokens and heads, padded keys, the packed buffer's v) must stay as they were.
+  const int D = 128, B = 70, T = 5, TP = 8, H = 3, first = 1, tr = T - first, nb = D / 64, HD = H * D, ld = 3 * HD;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<float>> tabs;
+  for (int h = 0; h < H; ++h) tabs.push_back(randn(std::size_t(tr) * nb * 64 * 64, 21 + std::uint64_t(h)));
+  const std::vector<float> qkv = randn(std::size_t(B) * T * ld, 24);
+  const std::vector<float> dqh = randn(std::size_t(B) * H * T * D, 25), dkh = randn(std::size_t(B) * H * TP * D, 26);
+  const std::int64_t sb = std::int64_t(T) * ld, stok = ld;
+  auto base = [&](int h) { return h == 1 ? nullptr : tabs[std::size_t(h)].data(); };
+
+  Tiles4 io;
+  for (int h = 0; h < H; ++h) io.m[h] = base(h);
+  io.heads = H, io.tokens = tr, io.nb = nb, io.batch = B;
+  const std::int64_t from = std::int64_t(first) * stok, to = std::int64_t(first) * D;
+  // forward: q̂, k̂ from q, k
+  std::vector<float> qh(dqh.size(), nan), kh(dkh.size(), nan);
+  io.x[0] = {qkv.data() + from, sb, stok, D};
+  io.x[1] = {qkv.data() + HD + from, sb, stok, D};
+  io.out[0] = {qh.data() + to, std::int64_t(H) * T * D, D, std::int64_t(T) * D};
+  io.out[1] = {kh.data() + to, std::int64_t(H) * TP * D, D, std::int64_t(TP) * D};
+  CHECK(io.products() == 2 * H * tr * nb);
+  emulate_rotate_tiles(io);
+  // dx: dq, dk (packed, accumulated onto random values)
+  std::vector<float> dqkv = randn(qkv.size(), 27);
+  const std::vector<float> dqkv0 = dqkv;
+  Tiles4 bx = io;
+  bx.dx = true, bx.accumulate = true;
+  bx.x[0] = {dqh.data() + to, std::int64_t(H) * T * D, D, std::int64_t(T) * D};
+  bx.x[1] = {dkh.data() + to, std::int64_t(H) * TP * D, D, std::int64_t(TP) * D};
+  bx.out[0] = {dqkv.data() + from, sb, stok, D};
+  bx.out[1] = {dqkv.data() + HD + from, sb, stok, D};
+  emulate_rotate_tiles(bx);
+  // dR of every rotated head (accumulated onto random values)
+  std::vector<std::vector<float>> dr, dr_ref;
+  for (int h = 0; h < H; ++h) dr.push_back(randn(tabs[0].size(), 31 + std::uint64_t(h)));
+  dr_ref = dr;
+  Tiles4 gx = bx;
+  for (int h = 0; h < H; ++h) gx.dm[h] = dr[std::size_t(h)].data();
+  gx.y[0] = io.x[0];
+  gx.y[1] = io.x[1];
+  emulate_rotate_tiles_grad(gx);
+
+  float ey = 0, edx = 0, edr = 0;
+  bool untouched = true;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int w = 0; w < 2; ++w) {
+        const int TT = w == 0 ? T : TP;
+        const float* g = (w == 0 ? dqh : dkh).data() + std::size_t(b) * H * TT * D + std::size_t(h) * TT * D;
+        const std::vector<float>& y = w == 0 ? qh : kh;
+        for (int t = 0; t < TT; ++t) {
+          const std::size_t yi = std::size_t(b) * H * TT * D + std::size_t(h) * TT * D + std::size_t(t) * D;
+          const std::size_t xi = std::size_t(b) * sb + std::size_t(t) * stok + std::size_t(w) * HD + std::size_t(h) * D;
+          const bool rotated = base(h) && t >= first && t < T;
+          for (int i = 0; i < D; ++i) {
+            if (!rotated) {
+              untouched = untouched && std::isnan(y[yi + i]) && (t >= T || dqkv[xi + i] == dqkv0[xi + i]);
+              continue;
+            }
+            const float* blk = base(h) + (std::size_t(t - first) * nb + std::size_t(i / 64)) * 64 * 64;
+            const int c0 = i - i % 64;
+            ey = std::max(ey, std::abs(y[yi + i] - kernels::rotate_entry(blk, 64, qkv.data() + xi + c0, i % 64)));
+            const float back = kernels::rotate_backward_entry(blk, 64, g + std::size_t(t) * D + c0, i % 64);
+            edx = std::max(edx, std::abs(dqkv[xi + i] - (dqkv0[xi + i] + back)));
+          }
+          if (rotated)
+            kernels::rotate_row_grad(g + std::size_t(t) * D, qkv.data() + xi, nb, 64,
+                                     dr_ref[std::size_t(h)].data() + std::size_t(t - first) * nb * 64 * 64);
+        }
+      }
+  for (int h = 0; h < H; ++h) edr = std::max(edr, max_abs_diff(dr[std::size_t(h)], dr_ref[std::size_t(h)]));
+  // v's columns of the packed buffer untouched by dx
+  for (std::size_t i = 0; i < dqkv.size(); ++i) untouched = untouched && (i % ld < std::size_t(2 * HD) || dqkv[i] == dqkv0[i]);
+  CHECK(untouched);
+  CHECK(ey <= 1e-4f);
+  CHECK(edx <= 1e-4f);
+  INFO("largest errors: forward " << ey << ", dx " << edx << ", dR " << edr);
+  CHECK(edr <= 2e-4f);  // sums of 140 products of two N(0, 1) values (both sides), against a different order
 }
 
 TEST_CASE("kernels: softmax_row / softmax_row_backward match the CPU's vectorised rows", "[kernels]") {

@@ -189,6 +189,13 @@ std::size_t attention_state_bytes(const AttentionState& state);
 // kernels (off; also LIERE_CUDA_ROTATE_GEMMS=0 in the environment): test_cuda compares the two, a profile can too.
 void set_rotate_gemms(bool on);
 bool rotate_gemms_on();
+// Blocks of 64 with a shared table (under set_rotate_gemms) through liere's own 64 × 64 tile kernels instead of
+// cuBLAS's strided batches (kernels/rotate_tiles.hpp: every head, q and k, token and row tile of a layer in one
+// launch per product, where cuBLAS ran 6 launches a layer on 32 × 32-tile SIMT kernels, about 8 TFLOP/s on an H200;
+// the tables' gradient so only when no two heads share one). Off by default (written 2026-11-28 without a GPU, not
+// yet run on one); on with set_rotate_tiles(true) or LIERE_CUDA_ROTATE_TILES=1. test_cuda compares the two.
+void set_rotate_tiles(bool on);
+bool rotate_tiles_on();
 // In a bf16 or fp16 run, attention's operands rounded once each (on by default since it passed test_cuda and ran
 // 8% faster on an H200, 2026-11-26; off with set_attention_packs(false) or LIERE_CUDA_ATTENTION_PACKS=0 in the
 // environment): q̂, k̂, V and P packed whole in the forward and kept for the backward, dO and dS packed once there,

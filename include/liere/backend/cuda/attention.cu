@@ -37,6 +37,7 @@
 #include <liere/backend/kernels/gather.hpp>
 #include <liere/backend/kernels/rotate.hpp>
 #include <liere/backend/kernels/softmax.hpp>
+#include <liere/backend/kernels/rotate_tiles.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 
 #include <atomic>
@@ -53,6 +54,11 @@ namespace {
 std::atomic<bool> g_rotate_gemms{[] {
   const char* v = std::getenv("LIERE_CUDA_ROTATE_GEMMS");
   return !(v && std::strcmp(v, "0") == 0);
+}()};
+
+std::atomic<bool> g_rotate_tiles{[] {
+  const char* v = std::getenv("LIERE_CUDA_ROTATE_TILES");
+  return v && *v && std::strcmp(v, "0") != 0;
 }()};
 
 // The keys padded: T rounded up to a multiple of 4 (16 bytes of float), of 8 in a bf16 or fp16 run (16 bytes, the
@@ -126,6 +132,58 @@ struct DeviceGemms {
     gemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc, batch, true);
   }
 };
+// The products of blocks of 64 as liere's tile kernels (api.hpp, set_rotate_tiles; kernels/rotate_tiles.hpp): one
+// thread block of kTileThreads per 64 rows of the batch and product (side, head, token, block) for the forward and
+// dx, per product of the heads' tables for dR (both sides and every row summed there).
+using Tiles = kernels::TileProducts<kMaxHeads>;
+bool by_tiles(const Rot& r) { return r.by_gemm && g_rotate_tiles && r.block == kernels::kTile; }
+Tiles tiles_of(const Rot& r, int H, int D, int B) {
+  Tiles io;
+  for (int h = 0; h < H; ++h) io.m[h] = r.tables[h];
+  io.heads = H;
+  io.tokens = r.tr;
+  io.nb = D / kernels::kTile;
+  io.batch = B;
+  return io;
+}
+__global__ void __launch_bounds__(kernels::kTileThreads) k_rotate_tiles(Tiles io) {
+  __shared__ __align__(16) float as[kernels::kTile * kernels::kTileLd];
+  __shared__ __align__(16) float bs[kernels::kTile * kernels::kTileLd];
+  int w, h, t, kb;
+  io.decode(int(blockIdx.y), w, h, t, kb);
+  const float* m = io.m[h];
+  if (!m) return;
+  const int b0 = int(blockIdx.x) * kernels::kTile, rows = min(kernels::kTile, io.batch - b0), th = int(threadIdx.x);
+  kernels::tile_stage_part(io.x[w].at(h, t, kb) + b0 * io.x[w].batch, io.x[w].batch, rows, true, as, th);
+  kernels::tile_stage_part(m + io.block_offset(t, kb), std::int64_t(kernels::kTile), kernels::kTile, !io.dx, bs, th);
+  __syncthreads();
+  float acc[kernels::kTileRows][kernels::kTileCols] = {};
+  kernels::tile_mul_part(as, bs, th, acc);
+  kernels::tile_store_part(acc, io.out[w].at(h, t, kb) + b0 * io.out[w].batch, io.out[w].batch, rows, io.accumulate,
+                           th);
+}
+__global__ void __launch_bounds__(kernels::kTileThreads) k_rotate_tiles_grad(Tiles io) {
+  __shared__ __align__(16) float as[kernels::kTile * kernels::kTileLd];
+  __shared__ __align__(16) float bs[kernels::kTile * kernels::kTileLd];
+  int w, h, t, kb;
+  io.decode(int(blockIdx.x), w, h, t, kb);
+  float* dr = io.dm[h];
+  if (!dr || !io.m[h]) return;
+  const int th = int(threadIdx.x);
+  float acc[kernels::kTileRows][kernels::kTileCols] = {};
+  for (int side = 0; side < io.sides; ++side)
+    for (int b0 = 0; b0 < io.batch; b0 += kernels::kTile) {
+      const int rows = min(kernels::kTile, io.batch - b0);
+      __syncthreads();  // the previous chunk's products are done with as and bs
+      kernels::tile_stage_part(io.x[side].at(h, t, kb) + b0 * io.x[side].batch, io.x[side].batch, rows, false, as, th);
+      kernels::tile_stage_part(io.y[side].at(h, t, kb) + b0 * io.y[side].batch, io.y[side].batch, rows, false, bs, th);
+      __syncthreads();
+      kernels::tile_mul_part(as, bs, th, acc);
+    }
+  kernels::tile_store_part(acc, dr + io.block_offset(t, kb), std::int64_t(kernels::kTile), kernels::kTile, true, th);
+}
+unsigned row_tiles(int B) { return unsigned((B + kernels::kTile - 1) / kernels::kTile); }
+
 // Head h's table as a view (device pointer, shared rows: by_gemm only).
 RotationTableView<const float> table_view(const Rot& r, int h, int D) { return {r.tables[h], r.tr, D, r.block}; }
 // The (B, H, T, D) scratch (T = TP for k̂, dk̂) of head h from the first rotated token, as a HeadsLayout.
@@ -294,7 +352,16 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
         LIERE_CUDA_LAUNCH(k_gather_blocks<K>, nk / K, gio, r);
       }))
     LIERE_CUDA_LAUNCH(k_gather, nk, gio, r);
-  if (r.by_gemm) {
+  if (by_tiles(r)) {
+    const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
+    Tiles io = tiles_of(r, H, D, B);
+    io.x[0] = {sq + from, sb, stok, D};
+    io.x[1] = {sk + from, sb, stok, D};
+    io.out[0] = {qh + to, std::int64_t(H) * T * D, D, std::int64_t(T) * D};
+    io.out[1] = {kh + to, std::int64_t(H) * TP * D, D, std::int64_t(TP) * D};
+    LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(row_tiles(B), unsigned(io.products())),
+                         kernels::kTileThreads, io);
+  } else if (r.by_gemm) {
     const HeadsLayout src{sb, stok}, dq = heads_layout(T, H, D), dk = heads_layout(TP, H, D);
     const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
     for (int h = 0; h < H; ++h)
@@ -436,13 +503,26 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     const HeadsLayout xl =
         transformed ? HeadsLayout{std::int64_t(T) * HD, HD} : HeadsLayout{std::int64_t(T) * a.ld, a.ld};
     const float beta = transformed ? 0.f : 1.f;
-    for (int h = 0; h < H; ++h)
-      if (r.tables[h]) {
-        const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hgk = gfrom + std::int64_t(h) * TP * D;
-        const std::int64_t hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
-        rotate_backward_gemms<float>(table_view(r, h, D), dqh + hg, gl, gq + hx, xl, beta, B, DeviceGemms{});
-        rotate_backward_gemms<float>(table_view(r, h, D), dkh + hgk, glk, gk + hx, xl, beta, B, DeviceGemms{});
-      }
+    if (by_tiles(r)) {
+      Tiles io = tiles_of(r, H, D, B);
+      io.dx = true;
+      io.accumulate = beta != 0.f;
+      io.x[0] = {dqh + gfrom, gl.batch, D, std::int64_t(T) * D};
+      io.x[1] = {dkh + gfrom, glk.batch, D, std::int64_t(TP) * D};
+      const std::int64_t x0 = std::int64_t(r.first) * xl.token;
+      io.out[0] = {gq + x0, xl.batch, xl.token, D};
+      io.out[1] = {gk + x0, xl.batch, xl.token, D};
+      LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(row_tiles(B), unsigned(io.products())),
+                           kernels::kTileThreads, io);
+    } else {
+      for (int h = 0; h < H; ++h)
+        if (r.tables[h]) {
+          const std::int64_t hg = gfrom + std::int64_t(h) * T * D, hgk = gfrom + std::int64_t(h) * TP * D;
+          const std::int64_t hx = std::int64_t(r.first) * xl.token + std::int64_t(h) * D;
+          rotate_backward_gemms<float>(table_view(r, h, D), dqh + hg, gl, gq + hx, xl, beta, B, DeviceGemms{});
+          rotate_backward_gemms<float>(table_view(r, h, D), dkh + hgk, glk, gk + hx, xl, beta, B, DeviceGemms{});
+        }
+    }
   }
   // The tables' gradients (the inputs of the rotations: x̃ with transforms, else q and k).
   DTables d{};
@@ -457,7 +537,22 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   if (d.count > 0) {
     const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
     const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    if (r.by_gemm) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, head after head
+    bool distinct = true;  // no two heads' tables share a gradient: the tile kernel's products may run at once
+    for (int h = 0; h < H; ++h)
+      for (int g = 0; g < h; ++g)
+        distinct = distinct && !(dtables[std::size_t(h)] && dtables[std::size_t(h)] == dtables[std::size_t(g)]);
+    if (by_tiles(r) && distinct) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, every head in one launch
+      Tiles io = tiles_of(r, H, D, B);
+      for (int h = 0; h < H; ++h) io.dm[h] = dtables[std::size_t(h)];
+      const std::int64_t x0 = std::int64_t(r.first) * stok;
+      io.x[0] = {dqh + gfrom, gl.batch, D, std::int64_t(T) * D};
+      io.x[1] = {dkh + gfrom, glk.batch, D, std::int64_t(TP) * D};
+      io.y[0] = {xq + x0, sb, stok, D};
+      io.y[1] = {xk + x0, sb, stok, D};
+      io.sides = 2;
+      LIERE_CUDA_LAUNCH_AS("k_rotate_tiles_grad", k_rotate_tiles_grad, unsigned(H * r.tr * io.nb),
+                           kernels::kTileThreads, io);
+    } else if (r.by_gemm) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, head after head
       const HeadsLayout xl{sb, stok};
       for (int h = 0; h < H; ++h) {
         float* dt = dtables[std::size_t(h)];
@@ -488,6 +583,8 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
 
 int attention_scores_ld(int tokens) { return scores_ld(tokens); }
 void set_rotate_gemms(bool on) { g_rotate_gemms = on; }
+void set_rotate_tiles(bool on) { g_rotate_tiles = on; }
+bool rotate_tiles_on() { return g_rotate_tiles; }
 void set_attention_packs(bool on) { g_attention_packs = on; }
 bool attention_packs_on() { return g_attention_packs; }
 bool rotate_gemms_on() { return g_rotate_gemms; }
