@@ -110,8 +110,9 @@ class PositionEncoding {
     return effective_;
   }
   int rows_per_set() const { return rows_per_set_; }
-  // Whether table_generators() is params() itself (pe/kinds/generators.hpp: liere, rope-mixed-official,
-  // liere-commute): the engine then passes the parameter to the op where it lives (nn/position_encoding.hpp).
+  // Whether table_generators() is params() itself (pe/kinds/generators.hpp and the kind deriving from it: liere,
+  // rope-mixed, rope-mixed-official, liere-commute): the engine then passes the parameter to the op where it lives
+  // (nn/position_encoding.hpp).
   bool generators_are_params() const {
     return rotary() && learnable() && !has_transforms() && kind_->generators_are_params() &&
            params_.groups().size() == 1 && params_.size() == context().num_effective();

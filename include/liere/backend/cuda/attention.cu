@@ -36,8 +36,8 @@
 #include <liere/backend/cuda/memory.hpp>
 #include <liere/backend/kernels/gather.hpp>
 #include <liere/backend/kernels/rotate.hpp>
-#include <liere/backend/kernels/softmax.hpp>
 #include <liere/backend/kernels/rotate_tiles.hpp>
+#include <liere/backend/kernels/softmax.hpp>
 #include <liere/backend/rotate_gemms.hpp>
 
 #include <atomic>
@@ -133,8 +133,8 @@ struct DeviceGemms {
   }
 };
 // The products of blocks of 64 as liere's tile kernels (api.hpp, set_rotate_tiles; kernels/rotate_tiles.hpp): one
-// thread block of kTileThreads per 64 rows of the batch and product (side, head, token, block) for the forward and
-// dx, per product of the heads' tables for dR (both sides and every row summed there).
+// thread block of kTileThreads per product (side, head, token, block: the grid's x, up to 2³¹ − 1) and 64 rows of the
+// batch (y) for the forward and dx, per product of the heads' tables for dR (both sides and every row summed there).
 using Tiles = kernels::TileProducts<kMaxHeads>;
 bool by_tiles(const Rot& r) { return r.by_gemm && g_rotate_tiles && r.block == kernels::kTile; }
 Tiles tiles_of(const Rot& r, int H, int D, int B) {
@@ -150,10 +150,10 @@ __global__ void __launch_bounds__(kernels::kTileThreads) k_rotate_tiles(Tiles io
   __shared__ __align__(16) float as[kernels::kTile * kernels::kTileLd];
   __shared__ __align__(16) float bs[kernels::kTile * kernels::kTileLd];
   int w, h, t, kb;
-  io.decode(int(blockIdx.y), w, h, t, kb);
+  io.decode(int(blockIdx.x), w, h, t, kb);
   const float* m = io.m[h];
   if (!m) return;
-  const int b0 = int(blockIdx.x) * kernels::kTile, rows = min(kernels::kTile, io.batch - b0), th = int(threadIdx.x);
+  const int b0 = int(blockIdx.y) * kernels::kTile, rows = min(kernels::kTile, io.batch - b0), th = int(threadIdx.x);
   kernels::tile_stage_part(io.x[w].at(h, t, kb) + b0 * io.x[w].batch, io.x[w].batch, rows, true, as, th);
   kernels::tile_stage_part(m + io.block_offset(t, kb), std::int64_t(kernels::kTile), kernels::kTile, !io.dx, bs, th);
   __syncthreads();
@@ -359,7 +359,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
     io.x[1] = {sk + from, sb, stok, D};
     io.out[0] = {qh + to, std::int64_t(H) * T * D, D, std::int64_t(T) * D};
     io.out[1] = {kh + to, std::int64_t(H) * TP * D, D, std::int64_t(TP) * D};
-    LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(row_tiles(B), unsigned(io.products())),
+    LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(unsigned(io.products()), row_tiles(B)),
                          kernels::kTileThreads, io);
   } else if (r.by_gemm) {
     const HeadsLayout src{sb, stok}, dq = heads_layout(T, H, D), dk = heads_layout(TP, H, D);
@@ -512,7 +512,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
       const std::int64_t x0 = std::int64_t(r.first) * xl.token;
       io.out[0] = {gq + x0, xl.batch, xl.token, D};
       io.out[1] = {gk + x0, xl.batch, xl.token, D};
-      LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(row_tiles(B), unsigned(io.products())),
+      LIERE_CUDA_LAUNCH_AS("k_rotate_tiles", k_rotate_tiles, dim3(unsigned(io.products()), row_tiles(B)),
                            kernels::kTileThreads, io);
     } else {
       for (int h = 0; h < H; ++h)

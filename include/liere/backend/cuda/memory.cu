@@ -4,7 +4,6 @@
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/cuda/memory.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
