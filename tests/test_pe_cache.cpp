@@ -255,6 +255,16 @@ TEST_CASE("PE parameters: encoding() shows the parameter as it is, and writes th
   CHECK(gen.value().data()[5] == written);
   after_step[5] = written;
   CHECK(gen.value().to_vector() == after_step);
+  // Writes through two calls of encoding() before a forward: both reach the parameter.
+  m.encoding().params()[1] = 0.5f;
+  m.encoding().params()[2] = -0.5f;
+  {
+    Tape tape;
+    auto ng = tape.no_grad();
+    (void)m.begin(tape, cfg.grid());
+  }
+  CHECK(gen.value().data()[1] == 0.5f);
+  CHECK(gen.value().data()[2] == -0.5f);
   // Nothing written since: the next forward leaves the parameter alone.
   params.zero_grad();
   train_step(adam);

@@ -348,9 +348,11 @@ class PositionEncodingModuleT {
   }
 
   // Direct kinds: the encoding's host copy from the parameter (values and gradient), and what was handed out, so
-  // that push_host_writes() can tell what was written through encoding() since.
+  // that push_host_writes() can tell what was written through encoding() since. What was written through an earlier
+  // encoding() goes to the parameter first.
   void pull_to_host() const {
     if (!direct_) return;
+    push_host_writes();
     const ParameterT<S>& p = params_.front();
     pulled_values_ = p.value().to_vector();
     pulled_grads_ = p.grad().to_vector();
@@ -361,7 +363,7 @@ class PositionEncodingModuleT {
   // What was written through encoding() since it was handed out — the elements that differ, bit for bit, from what
   // it handed out — goes into the parameter; every other element keeps the parameter's value (an optimizer step
   // since then included). Two comparisons of the host copy per begin() once encoding() has been called.
-  void push_host_writes() {
+  void push_host_writes() const {
     if (!pulled_) return;
     patch(params_.front().value(), pe_->params(), pulled_values_);
     patch(params_.front().grad(), pe_->grads(), pulled_grads_);
