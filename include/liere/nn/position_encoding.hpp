@@ -150,8 +150,7 @@ class PositionEncodingModuleT {
         const std::vector<S> dh = drows.to_vector();
         std::vector<S> dtable(std::size_t(p.numel()), S(0));
         pe->absolute_rows_backward(dh.data(), dtable.data());
-        const TensorT<S> dt = TensorT<S>::wrap(dtable.data(), p.shape()).to(p.device());
-        LIERE_DISPATCH(S, p.device(), accumulate, dt.data(), p.grad().data(), p.numel());
+        accumulate_grad(p, TensorT<S>::wrap(dtable.data(), p.shape()));
       });
     }
     return y;
@@ -188,13 +187,8 @@ class PositionEncodingModuleT {
   // device where they live there. The trainer calls it when the loss is not finite.
   void check_generators() const {
     if (!pe_->rotary() || !pe_->learnable()) return;
-    if (direct_) {
-      const TensorT<S>& v = params_.front().value();
-      const std::vector<S> host = v.on_host() ? std::vector<S>() : v.to_vector();
-      check_finite(std::span<const S>(v.on_host() ? v.data() : host.data(), std::size_t(v.numel())), table_shape());
-    } else {
-      check_finite(pe_->table_generators(), table_shape());
-    }
+    if (direct_) check_finite(params_.front().value().to_vector(), table_shape());
+    else check_finite(pe_->table_generators(), table_shape());
   }
   const std::vector<ParameterT<S>>& parameters() const { return params_; }
   Index num_params() const { return Index(pe_->num_params()); }
@@ -240,10 +234,9 @@ class PositionEncodingModuleT {
           LIERE_DISPATCH(S, device, rotation_table_backward, gens.data(), pos.data(), dt, p.grad().data(), sh);
           return;
         }
-        TensorT<S> dgens = TensorT<S>::zeros(Shape{p.numel()}, device);
+        const TensorT<S> dgens = TensorT<S>::zeros(Shape{p.numel()}, device);
         LIERE_DISPATCH(S, device, rotation_table_backward, gens.data(), pos.data(), dt, dgens.data(), sh);
-        dgens = dgens.to(p.device());
-        LIERE_DISPATCH(S, p.device(), accumulate, dgens.data(), p.grad().data(), p.numel());
+        accumulate_grad(p, dgens);
       });
     } else if (e.tables.requires_grad()) {
       PositionEncoding<S>* pe = pe_.get();
@@ -347,6 +340,11 @@ class PositionEncodingModuleT {
     cached_device_ = device;
   }
 
+  // p's gradient += d (p.numel() values, on any device: copied to p's first where it lives elsewhere).
+  static void accumulate_grad(const ParameterT<S>& p, const TensorT<S>& d) {
+    const TensorT<S> here = d.device() == p.device() ? d : d.to(p.device());
+    LIERE_DISPATCH(S, p.device(), accumulate, here.data(), p.grad().data(), p.numel());
+  }
   // Direct kinds: the encoding's host copy from the parameter (values and gradient), and what was handed out, so
   // that push_host_writes() can tell what was written through encoding() since. What was written through an earlier
   // encoding() goes to the parameter first.

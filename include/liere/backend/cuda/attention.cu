@@ -537,11 +537,11 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
   if (d.count > 0) {
     const float *xq = transformed ? st.xq.get<float>() : a.q, *xk = transformed ? st.xk.get<float>() : a.k;
     const std::int64_t sb = transformed ? std::int64_t(T) * HD : std::int64_t(T) * a.ld, stok = transformed ? HD : a.ld;
-    bool distinct = true;  // no two heads' tables share a gradient: the tile kernel's products may run at once
-    for (int h = 0; h < H; ++h)
-      for (int g = 0; g < h; ++g)
-        distinct = distinct && !(dtables[std::size_t(h)] && dtables[std::size_t(h)] == dtables[std::size_t(g)]);
-    if (by_tiles(r) && distinct) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, every head in one launch
+    // No two rotated heads' tables share a gradient (d holds each distinct one once): the tile kernel's products may
+    // then run at once.
+    int rotated = 0;
+    for (int h = 0; h < H; ++h) rotated += dtables[std::size_t(h)] && r.tables[h];
+    if (by_tiles(r) && d.count == rotated) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, every head in one launch
       Tiles io = tiles_of(r, H, D, B);
       for (int h = 0; h < H; ++h) io.dm[h] = dtables[std::size_t(h)];
       const std::int64_t x0 = std::int64_t(r.first) * stok;
