@@ -307,8 +307,8 @@ namespace {
 // cpu::rotate / rotate_backward for blocks above 16 with a table shared by the batch (the row panels of
 // backend/cpu/row_panels.hpp and the dR GEMMs), in the attention's geometry: q in a packed qkv buffer (token stride
 // 3·H·D, values of k and v between the rows), outputs in another layout. Reference: the sums written out in long
-// double. Batches of 1, 11 and 13 rows give full panels (4 rows under AVX-512, 3 under AVX2, 8 at b = 32 in
-// float), the prefetch and the remainder rows.
+// double. Batches of 1, 11, 13 and 25 rows give full panels (6 rows under AVX-512, 3 under AVX2, 12 at b = 32 in
+// float under AVX-512), the prefetch and the remainder rows.
 template <class S>
 void check_large_block_rotation(int block, int batch, int head) {
   CAPTURE(block, batch, head);
@@ -379,7 +379,7 @@ void check_large_block_rotation(int block, int batch, int head) {
 TEST_CASE("cpu::rotate and rotate_backward for blocks of 32 and 64 (row panels) in the attention's strided layout",
           "[liere][rotate]") {
   const int block = GENERATE(32, 64);
-  const int batch = GENERATE(1, 11, 13);
+  const int batch = GENERATE(1, 11, 13, 25);
   for (int head : {liere::kAllHeads, 1}) {
     check_large_block_rotation<float>(block, batch, head);
     check_large_block_rotation<double>(block, batch, head);

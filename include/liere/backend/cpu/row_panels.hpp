@@ -27,8 +27,11 @@ namespace liere::cpu {
 namespace detail {
 
 // The register tiling of rows_times_block for an N-wide row of Scalar: W values a packet, NV packets a row, CT
-// packets a column tile, R rows a panel (R·CT accumulators: 16 of the 32 vector registers of AVX-512 or NEON, 12
-// of AVX2's 16, the rest for M's packets and the broadcast).
+// packets a column tile, R rows a panel (R·CT accumulators: 24 of the 32 vector registers of AVX-512 or NEON, 12
+// of AVX2's 16, the rest for M's packets and the broadcast). 24, not 16: at block 64 (R 6 rather than 4) the
+// forward and dx panels ran 1.3× and 1.6× faster on a Zen 5 host (bench/README.md, "A Zen 5 host"), and a 6-row
+// kernel had beaten a 4-row one on the Xeon hosts too (58–84 against 45–73 GFLOP/s, "LieRE-64 against abs on one
+// CPU thread").
 template <int N, class Scalar>
 struct RowPanelShape {
   using Packet = typename Eigen::internal::packet_traits<Scalar>::type;
@@ -37,7 +40,7 @@ struct RowPanelShape {
   static constexpr int NV = N / W;
   static constexpr int CT = NV < 4 ? NV : 4;
   static_assert(NV % CT == 0, "rows_times_block: the row must split into column tiles");
-  static constexpr int Accumulators = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS >= 32 ? 16 : 12;
+  static constexpr int Accumulators = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS >= 32 ? 24 : 12;
   static constexpr int R = Accumulators / CT > 0 ? Accumulators / CT : 1;
 };
 
