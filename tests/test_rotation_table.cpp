@@ -20,6 +20,7 @@ LIERE_THIRD_PARTY_BEGIN
 LIERE_THIRD_PARTY_END
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -299,6 +300,40 @@ void check_block_policy() {
     worst = std::max(worst, std::abs(double(gen[std::size_t(k)]) - want[std::size_t(k)]) / scale[std::size_t(k)]);
   }
   CHECK(worst <= 4 * std::numeric_limits<float>::epsilon());
+  // Float coordinates summed in double (the float step's tables): the host's row-by-row loop against the entry loop
+  // (the cooperative policy), and against hat written out above, bit for bit — every float product is exact in
+  // double, so the sums are the same in any contraction. A signed zero among the coordinates and a zero position.
+  w[5] = -0.0f;
+  std::vector<float> p0 = {0.7f, 0.0f, -2.9f};
+  for (const std::vector<float>* pp : {&p, &p0}) {
+    std::vector<double> rows(N * N), entries(N * N), exact(N * N, 0.0);
+    kernels::block_generator<N>(w.data(), stride, pp->data(), dim, rows.data());
+    kernels::block_generator<N, float, double, EmulatedBlockLoops>(w.data(), stride, pp->data(), dim, entries.data());
+    for (int ax = 0, q; ax < dim; ++ax) {
+      q = 0;
+      for (int r = 0; r < N; ++r)
+        for (int c = r + 1; c < N; ++c, ++q) {
+          const double t = double((*pp)[std::size_t(ax)]) * double(w[std::size_t(ax * stride + q)]);
+          exact[std::size_t(r * N + c)] += t, exact[std::size_t(c * N + r)] -= t;
+        }
+    }
+    CHECK(std::memcmp(rows.data(), entries.data(), rows.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(rows.data(), exact.data(), rows.size() * sizeof(double)) == 0);
+  }
+  // hat's adjoint, float gradient into double sums: the host's row loop against the entry loop (the same expression
+  // per coordinate; a tolerance of two roundings, since a compiler may fuse the last multiply-add in one and not the
+  // other) — an index slip moves a coordinate by O(1).
+  std::vector<float> da(N * N);
+  for (auto& x : da) x = d(g);
+  std::vector<double> dw_rows(static_cast<std::size_t>(stride)), dw_entries(dw_rows.size());
+  for (std::size_t i = 0; i < dw_rows.size(); ++i) dw_rows[i] = dw_entries[i] = double(d(g));
+  const std::vector<double> dw0 = dw_rows;
+  kernels::skew_adjoint_add<N>(da.data(), 0.37, dw_rows.data());
+  kernels::skew_adjoint_add<N, float, double, EmulatedBlockLoops>(da.data(), 0.37, dw_entries.data());
+  double adj = 0;
+  for (std::size_t i = 0; i < dw_rows.size(); ++i)
+    adj = std::max(adj, std::abs(dw_rows[i] - dw_entries[i]) / (std::abs(dw0[i]) + 1.0));
+  CHECK(adj <= 4 * std::numeric_limits<double>::epsilon());
 }
 
 TEST_CASE("rotation tables: the bodies under the cooperative kernels' loop policy give the same tables", "[tables]") {
