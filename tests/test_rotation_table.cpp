@@ -284,16 +284,21 @@ void check_block_policy() {
   std::vector<float> w(std::size_t(dim * stride)), p = {0.7f, -1.3f, 2.9f}, gen(N * N);
   for (auto& x : w) x = d(g);
   kernels::block_generator<N>(w.data(), stride, p.data(), dim, gen.data());
-  std::vector<double> want(N * N, 0.0), scale(N * N, 1e-30);
-  for (int ax = 0, q; ax < dim; ++ax) {
-    q = 0;
-    for (int r = 0; r < N; ++r)
-      for (int c = r + 1; c < N; ++c, ++q) {
-        const double t = double(p[std::size_t(ax)]) * w[std::size_t(ax * stride + q)];
-        want[std::size_t(r * N + c)] += t, want[std::size_t(c * N + r)] -= t;
-        scale[std::size_t(r * N + c)] += std::abs(t), scale[std::size_t(c * N + r)] += std::abs(t);
-      }
-  }
+  // hat written out for position pos (the coordinates w as they are): the sums, and their scale Σ_ax |p_ax·w_ax|
+  auto hat_written_out = [&](const std::vector<float>& pos, std::vector<double>& sum, std::vector<double>& abs_sum) {
+    sum.assign(N * N, 0.0), abs_sum.assign(N * N, 1e-30);
+    for (int ax = 0, q; ax < dim; ++ax) {
+      q = 0;
+      for (int r = 0; r < N; ++r)
+        for (int c = r + 1; c < N; ++c, ++q) {
+          const double t = double(pos[std::size_t(ax)]) * double(w[std::size_t(ax * stride + q)]);
+          sum[std::size_t(r * N + c)] += t, sum[std::size_t(c * N + r)] -= t;
+          abs_sum[std::size_t(r * N + c)] += std::abs(t), abs_sum[std::size_t(c * N + r)] += std::abs(t);
+        }
+    }
+  };
+  std::vector<double> want, scale;
+  hat_written_out(p, want, scale);
   double worst = 0;  // |gen − want| over Σ_ax |p_ax·w_ax|, the sum's scale
   for (int k = 0; k < N * N; ++k) {
     if (k % (N + 1) == 0) CHECK(gen[std::size_t(k)] == 0.f);
@@ -306,17 +311,10 @@ void check_block_policy() {
   w[5] = -0.0f;
   std::vector<float> p0 = {0.7f, 0.0f, -2.9f};
   for (const std::vector<float>* pp : {&p, &p0}) {
-    std::vector<double> rows(N * N), entries(N * N), exact(N * N, 0.0);
+    std::vector<double> rows(N * N), entries(N * N), exact, unused;
     kernels::block_generator<N>(w.data(), stride, pp->data(), dim, rows.data());
     kernels::block_generator<N, float, double, EmulatedBlockLoops>(w.data(), stride, pp->data(), dim, entries.data());
-    for (int ax = 0, q; ax < dim; ++ax) {
-      q = 0;
-      for (int r = 0; r < N; ++r)
-        for (int c = r + 1; c < N; ++c, ++q) {
-          const double t = double((*pp)[std::size_t(ax)]) * double(w[std::size_t(ax * stride + q)]);
-          exact[std::size_t(r * N + c)] += t, exact[std::size_t(c * N + r)] -= t;
-        }
-    }
+    hat_written_out(*pp, exact, unused);
     CHECK(std::memcmp(rows.data(), entries.data(), rows.size() * sizeof(double)) == 0);
     CHECK(std::memcmp(rows.data(), exact.data(), rows.size() * sizeof(double)) == 0);
   }

@@ -143,7 +143,7 @@ LIERE_HOST_DEVICE void block_generator(const S* w, long axis_stride, const S* p,
   if constexpr (std::is_base_of_v<SerialLoops, Mul> && std::is_same_v<S, float> && std::is_same_v<W, double>) {
     W up[N], lo[N];
     for (int r = 0; r < N; ++r) {
-      const int q0 = r * N - r * (r + 1) / 2 - (r + 1);  // triangle_index(r, c) = q0 + c
+      const int q0 = triangle_index<N>(r, r + 1) - (r + 1);  // triangle_index(r, c) = q0 + c
       for (int c = r + 1; c < N; ++c) up[c] = lo[c] = W(0);
       for (int ax = 0; ax < dim; ++ax) {
         const W pa = W(p[ax]);
@@ -175,7 +175,7 @@ LIERE_HOST_DEVICE void skew_adjoint_add(const W* da, double scale, D* dw) {
 #if !defined(__CUDA_ARCH__)
   if constexpr (std::is_base_of_v<SerialLoops, Mul> && std::is_same_v<W, float> && std::is_same_v<D, double>) {
     for (int r = 0; r < N; ++r) {
-      D* dwr = dw + (r * N - r * (r + 1) / 2 - (r + 1));  // triangle_index(r, c) = that + c
+      D* dwr = dw + (triangle_index<N>(r, r + 1) - (r + 1));  // triangle_index(r, c) = that + c
       for (int c = r + 1; c < N; ++c) dwr[c] += D(scale * (double(da[r * N + c]) - double(da[c * N + r])));
     }
     return;
