@@ -369,6 +369,57 @@ TEST_CASE("cuda: Adam/AdamW with clipping, a short training run and checkpoints 
   }
 }
 
+TEST_CASE("cuda: a step with one wait (the norm and the gate on the device) gives the reading step's bits",
+          "[cuda][parity]") {
+  // The trainer's one-wait step (examples/app/trainer.cpp): optim::clip_grad_norm_into leaves Σg² on the device,
+  // k_clip_scale_many scales by the coefficient computed there, and Adam's kernel reads its gate there. Against the
+  // step that reads the norm (clip_grad_norm, then an ungated step) on the same device: the same sums in the same
+  // order and the same double arithmetic (kernels/clip.hpp), so the same bits, step after step. Then a NaN batch:
+  // the loss and Σg² are NaN, nothing is scaled and the closed gate leaves every weight and moment as it was.
+  nn::VitConfig cfg = vit_config("liere", 4);
+  cfg.drop = 0.0;
+  Shape xs{8, cfg.channels};
+  for (int d : cfg.image) xs.push_back(d);
+  std::vector<std::vector<float>> final_params[2];
+  const TensorT<double> sumsq(Shape{1}, Device::cuda);
+  for (int way = 0; way < 2; ++way) {
+    nn::Params params;
+    nn::Vit model(params, cfg, 21);
+    params.to(Device::cuda);
+    optim::Adam adam(params.all(), optim::adamw_config(3e-3, 0.05));
+    auto step = [&](const std::vector<float>& x, int seed) {
+      std::vector<int> y(8);
+      for (int i = 0; i < 8; ++i) y[i] = (i * 7 + seed) % cfg.classes;
+      Tape tape(static_cast<std::uint64_t>(seed));
+      Var l = ops::cross_entropy(tape, model.forward(tape, Var(Tensor::from(xs, x, Device::cuda))), y);
+      tape.backward(l);
+      if (way == 0) {
+        optim::clip_grad_norm(params.all(), 0.5, /*error_if_nonfinite=*/false);
+        adam.step();
+      } else {
+        optim::clip_grad_norm_into(params.all(), 0.5, sumsq);
+        adam.step({l.value(), sumsq});
+      }
+      params.zero_grad();
+      return l.item();
+    };
+    for (int s = 0; s < 4; ++s) CHECK(std::isfinite(step(randn(xs.numel(), 1000 + std::uint64_t(s)), s)));
+    for (const auto& p : params) final_params[way].push_back(p.value().to_vector());
+    if (way == 1) {
+      std::vector<float> x = randn(xs.numel(), 2000);
+      x[5] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(std::isnan(step(x, 9)));
+      CHECK_FALSE(std::isfinite(sumsq.to_vector()[0]));
+      std::size_t k = 0;
+      for (const auto& p : params) {
+        INFO(p.name());
+        CHECK(p.value().to_vector() == final_params[1][k++]);
+      }
+    }
+  }
+  for (std::size_t k = 0; k < final_params[0].size(); ++k) CHECK(final_params[1][k] == final_params[0][k]);
+}
+
 TEST_CASE("cuda: reductions over several chunks, dropout's accumulating backward", "[cuda][parity]") {
   // Bias gradients: column sums in chunks of 256 rows (700 rows: three chunks, the last partial).
   check_op("linear, 700 rows", {{700, 24}, {40, 24}, {40}},

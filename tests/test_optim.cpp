@@ -1,11 +1,15 @@
 // Adam / AdamW against PyTorch's published update formulas, parameter groups, the cosine schedule with warmup,
-// clipping by global norm and the stop on non-finite values.
+// clipping by global norm (also with the norm left in memory: no read of a device) and the stop on non-finite
+// values, and the gated Adam step that lets a trainer queue the update before it reads the loss.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <liere/backend/kernels/clip.hpp>
 #include <liere/optim/adam.hpp>
 #include <liere/optim/clip.hpp>
 #include <liere/optim/schedule.hpp>
 #include <limits>
+#include <random>
 #include <vector>
 
 using namespace liere;
@@ -187,4 +191,126 @@ TEST_CASE("non-finite loss or gradients stop with a clear message", "[optim]") {
   CHECK_THROWS_WITH(optim::check_finite_loss(std::nan(""), 12), Catch::Contains("non-finite loss nan at step 12"));
   CHECK_THROWS_WITH(optim::check_finite_loss(INFINITY), Catch::Contains("non-finite loss inf"));
   CHECK_NOTHROW(optim::check_finite_loss(2.3));
+}
+
+namespace {
+
+// Parameters of 3, 20 000 (chunks of 8192 and a partial one) and 1 values with gradients of a fixed seed.
+std::vector<Parameter> clip_params() {
+  std::vector<Parameter> ps = {Parameter("a", Shape{3}), Parameter("b", Shape{100, 200}), Parameter("c", Shape{1})};
+  std::mt19937 g(17);
+  std::normal_distribution<float> n(0, 0.01f);
+  for (const auto& p : ps)
+    for (Index i = 0; i < p.numel(); ++i) p.grad().data()[i] = n(g);
+  return ps;
+}
+std::vector<std::vector<float>> grads_of(const std::vector<Parameter>& ps) {
+  std::vector<std::vector<float>> out;
+  for (const auto& p : ps) out.emplace_back(p.grad().data(), p.grad().data() + p.numel());
+  return out;
+}
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    if (a[k].size() != b[k].size() || std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the clipping coefficient and the optimizer's gate (the bodies every device runs)", "[optim]") {
+  // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), at most 1.
+  CHECK(kernels::clip_coefficient(13.0, 6.5, 1.0) == 6.5 / (13.0 + 1e-6));
+  CHECK(kernels::clip_coefficient(13.0, 20.0, 1.0) == 1.0);
+  CHECK(kernels::clip_coefficient(13.0, 6.5, 0.25) == 0.25 * (6.5 / (13.0 + 1e-6)));
+  CHECK(kernels::clip_coefficient(13.0, INFINITY, 0.25) == 0.25);
+  CHECK(kernels::clip_coefficient(std::nan(""), 6.5, 1.0) == 1.0);  // as std::min(1.0, NaN)
+  CHECK(kernels::clip_from_sum(169.0, 6.5) == 6.5 / (13.0 + 1e-6));
+  CHECK(kernels::clip_from_sum(0.0, 6.5) == 1.0);
+  CHECK(kernels::clip_from_sum(std::nan(""), 6.5) == 1.0);  // not finite: nothing scaled (an ∞ norm would give 0)
+  CHECK(kernels::clip_from_sum(INFINITY, 6.5) == 1.0);
+  const float loss = 2.5f, nan_loss = std::numeric_limits<float>::quiet_NaN(), inf_loss = -INFINITY;
+  const double sum = 4.0, inf_sum = INFINITY, nan_sum = std::nan("");
+  CHECK(kernels::gate_open<float>(nullptr, nullptr));
+  CHECK(kernels::gate_open(&loss, &sum));
+  CHECK(kernels::gate_open<float>(&loss, nullptr));
+  CHECK_FALSE(kernels::gate_open(&nan_loss, &sum));
+  CHECK_FALSE(kernels::gate_open<float>(&inf_loss, nullptr));
+  CHECK_FALSE(kernels::gate_open(&loss, &inf_sum));
+  CHECK_FALSE(kernels::gate_open<float>(nullptr, &nan_sum));
+}
+
+TEST_CASE("clipping with the norm left in memory: clip_grad_norm's bits, and nothing scaled when it is not finite",
+          "[optim]") {
+  TensorT<double> sumsq(Shape{1});
+  for (double max_norm : {0.5, 1e3, double(INFINITY)}) {  // above the norm (≈ 1.4) and below it, and no bound
+    INFO("max_norm " << max_norm);
+    const std::vector<Parameter> host = clip_params(), mem = clip_params();
+    const double norm = optim::clip_grad_norm(host, max_norm);
+    sumsq.data()[0] = -1;
+    optim::clip_grad_norm_into(mem, max_norm, sumsq);
+    CHECK(std::sqrt(sumsq.data()[0]) == norm);
+    CHECK(same_bits(grads_of(mem), grads_of(host)));
+    // and against the formula written out: Σ g² of the unclipped gradients, each × max_norm / (‖g‖ + 1e-6) if < 1
+    const auto g0 = grads_of(clip_params());
+    double total = 0;
+    for (const auto& g : g0)
+      for (float x : g) total += double(x) * double(x);
+    CHECK(sumsq.data()[0] == Approx(total).epsilon(1e-12));
+    const double c = std::min(1.0, max_norm / (std::sqrt(total) + 1e-6));
+    CHECK((max_norm == 0.5) == (c < 1.0));
+    const auto g1 = grads_of(mem);
+    for (std::size_t k = 0; k < g0.size(); ++k)
+      for (std::size_t i = 0; i < g0[k].size(); i += 997) CHECK(g1[k][i] == Approx(double(g0[k][i]) * c).epsilon(1e-6));
+  }
+  // A NaN or ∞ gradient: Σg² says so, nothing is scaled and nothing thrown (the caller reads Σg² with the loss).
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), INFINITY}) {
+    const std::vector<Parameter> ps = clip_params();
+    ps[1].grad().data()[12345] = bad;
+    const auto before = grads_of(ps);
+    CHECK_NOTHROW(optim::clip_grad_norm_into(ps, 0.5, sumsq));
+    CHECK_FALSE(std::isfinite(sumsq.data()[0]));
+    CHECK(same_bits(grads_of(ps), before));
+    CHECK_THROWS_WITH(optim::check_finite_grads(ps), Catch::Contains("'b'") && Catch::Contains("element 12345"));
+  }
+  const std::vector<Parameter> ps = clip_params();
+  CHECK_THROWS_WITH(optim::clip_grad_norm_into(ps, 0.5, TensorT<double>(Shape{2})), Catch::Contains("one value"));
+  CHECK_THROWS_WITH(optim::clip_grad_norm_into(ps, 0.5, TensorT<double>()), Catch::Contains("got none"));
+  CHECK_THROWS_WITH(optim::clip_grad_norm_into(std::vector<Parameter>{}, 0.5, sumsq), Catch::Contains("no parameters"));
+}
+
+TEST_CASE("a gated Adam step: the ungated step's bits when the gate is open, nothing touched when it is closed",
+          "[optim]") {
+  using Gate = optim::Adam::StepGate;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto state_of = [](const optim::Adam& opt) {
+    std::vector<std::vector<float>> out;
+    for (const auto& s : opt.states()) {
+      out.emplace_back(s.param.data(), s.param.data() + s.param.numel());
+      out.emplace_back(s.m.data(), s.m.data() + s.m.numel());
+      out.emplace_back(s.v.data(), s.v.data() + s.v.numel());
+    }
+    return out;
+  };
+  const std::vector<Parameter> pa = clip_params(), pb = clip_params();
+  for (const auto* ps : {&pa, &pb})
+    for (const auto& p : *ps)
+      for (Index i = 0; i < p.numel(); ++i) p.data()[i] = 0.001f * float(i % 7);
+  optim::Adam plain(pa, optim::adamw_config(1e-2, 0.05)), gated(pb, optim::adamw_config(1e-2, 0.05));
+  const Tensor loss = Tensor::full(Shape{}, 2.5f), bad_loss = Tensor::full(Shape{}, nan);
+  TensorT<double> sum = TensorT<double>::full(Shape{1}, 4.0), bad_sum = TensorT<double>::full(Shape{1}, INFINITY);
+  for (int step = 0; step < 2; ++step) {  // open: the same bits (twice, so that m and v are not zero)
+    plain.step();
+    gated.step(step == 0 ? Gate{loss, sum} : Gate{loss, TensorT<double>()});
+    CHECK(same_bits(state_of(gated), state_of(plain)));
+  }
+  const auto before = state_of(gated);
+  for (const Gate& closed : {Gate{bad_loss, sum}, Gate{loss, bad_sum}, Gate{bad_loss, TensorT<double>()},
+                             Gate{Tensor(), bad_sum}}) {
+    gated.step(closed);
+    CHECK(same_bits(state_of(gated), before));
+  }
+  CHECK(gated.steps() == 6);  // the count moves on (a trainer stops; set_steps restores it)
+  CHECK_THROWS_WITH(gated.step(Gate{Tensor::full(Shape{2}, 1.0f), sum}), Catch::Contains("one value"));
 }

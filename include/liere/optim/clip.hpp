@@ -3,16 +3,19 @@
 //   ‖g‖ = √(Σ_params Σ_i g_i²)  (accumulated in double, in a fixed order: thread-count independent)
 //   clip_grad_norm: when ‖g‖ > max_norm, every gradient is scaled by max_norm / (‖g‖ + 1e-6)
 //                   (torch.nn.utils.clip_grad_norm_); returns ‖g‖ before clipping.
+//   clip_grad_norm_into: the same with Σg² left in device memory: no read of the device (a GPU step's one wait is
+//                   for the loss).
 // A non-finite loss or gradient throws liere::Error naming the step and the first offending parameter, so a
 // diverging run stops with a clear message instead of training on NaNs.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <liere/autodiff/tape.hpp>
 #include <liere/backend/cpu/optim.hpp>
 #include <liere/backend/dispatch.hpp>
+#include <liere/backend/kernels/clip.hpp>
 #include <vector>
 
 namespace liere::optim {
@@ -68,7 +71,7 @@ inline void check_finite_loss(double loss, std::int64_t step = -1) {
 // factor 1; a loss-scaled step (loss_scale.hpp) unscales and clips in the same pass.
 template <class S>
 void scale_grads(const std::vector<ParameterT<S>>& params, double norm, double max_norm, double factor = 1.0) {
-  const double coef = factor * std::min(1.0, max_norm / (norm + 1e-6));
+  const double coef = kernels::clip_coefficient(norm, max_norm, factor);
   if (coef != 1.0)
     for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
       LIERE_DISPATCH(S, dev, scale_many, xs, ns, count, S(coef));
@@ -86,6 +89,29 @@ double clip_grad_norm(const std::vector<ParameterT<S>>& params, double max_norm,
   }
   scale_grads(params, norm, max_norm);
   return norm;
+}
+
+// Clipping with no read of the device: Σg² of every gradient into sumsq (one element on the parameters' device, all
+// of them on one), then every gradient × kernels::clip_from_sum(Σg², max_norm) there (max_norm ∞: the sum alone).
+// The same bits as clip_grad_norm, whose norm is √sumsq. A NaN or ∞ in Σg² scales nothing and throws nothing: the
+// caller reads sumsq when it reads the loss (check_finite_grads then names the parameter) and gates its optimizer
+// step on it (AdamT::step's StepGate), so that one wait for the device a step is enough.
+template <class S>
+void clip_grad_norm_into(const std::vector<ParameterT<S>>& params, double max_norm, const TensorT<double>& sumsq) {
+  LIERE_ENSURE(sumsq.defined() && sumsq.numel() == 1,
+               "clip_grad_norm_into: the sum of squares is one value, got " << (sumsq.defined() ? "shape " : "none")
+                                                                            << (sumsq.defined() ? sumsq.shape().str() : ""));
+  LIERE_ENSURE(!params.empty(), "clip_grad_norm_into: no parameters");
+  for (const auto& p : params)
+    LIERE_ENSURE(p.device() == sumsq.device(), "clip_grad_norm_into: " << p.label() << " is on "
+                                                                       << to_string(p.device())
+                                                                       << ", the sum of squares on "
+                                                                       << to_string(sumsq.device()));
+  for_grad_runs(params, [&](Device dev, S* const* xs, const Index* ns, int count) {
+    LIERE_DISPATCH(S, dev, sum_squares_many_into, xs, ns, count, sumsq.data());
+    if (max_norm < std::numeric_limits<double>::infinity())
+      LIERE_DISPATCH(S, dev, clip_scale_many, xs, ns, count, sumsq.data(), max_norm);
+  });
 }
 
 }  // namespace liere::optim

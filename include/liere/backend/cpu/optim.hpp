@@ -5,12 +5,14 @@
 //   sum_squares    Σ x_i² in double; chunks of 8192 summed in parallel and added in order (thread-count
 //                  independent)
 //   scale          x *= c
+//   clip_scale_many  x *= the clipping coefficient of a Σg² in memory (kernels/clip.hpp)
 //   *_many         the same for a list of tensors (sum_squares_many: their total, added in order): one call per
 //                  device for all the parameters
 #pragma once
 
 #include <liere/backend/cpu/common.hpp>
 #include <liere/backend/kernels/adam.hpp>
+#include <liere/backend/kernels/clip.hpp>
 #include <vector>
 
 namespace liere::cpu {
@@ -20,6 +22,7 @@ void adam_update(S* theta,     // (n) parameters, updated
                  const S* g,   // (n) gradient
                  S* m, S* v,   // (n) first and second moments, updated
                  Index n, const kernels::AdamStep<S>& step) {
+  if (!kernels::gate_open(step.gate_loss, step.gate_sumsq)) return;
 #pragma omp parallel for schedule(static) if (n > kGrain)
   for (Index i = 0; i < n; ++i) kernels::adam_update(theta[i], g[i], m[i], v[i], step);
 }
@@ -49,6 +52,11 @@ double sum_squares_many(const S* const* xs, const Index* ns, int count) {
   for (int k = 0; k < count; ++k) total += sum_squares(xs[k], ns[k]);
   return total;
 }
+// The same total written to *out (memory of the tensors' device: on a GPU no host waits for it).
+template <class S>
+void sum_squares_many_into(const S* const* xs, const Index* ns, int count, double* out) {
+  *out = sum_squares_many(xs, ns, count);
+}
 
 template <class S>
 void scale(S* x, Index n, S c) {
@@ -65,6 +73,13 @@ void adam_update_many(const kernels::AdamTensor<S>* ts, int count) {
 template <class S>
 void scale_many(S* const* xs, const Index* ns, int count, S c) {
   for (int k = 0; k < count; ++k) scale(xs[k], ns[k], c);
+}
+// Clipping by the norm in the device's memory: every x × S(kernels::clip_from_sum(*sumsq, max_norm)), nothing when
+// that is 1 (the norm within max_norm, or Σg² not finite): scale_many with the host's coefficient, the same bits.
+template <class S>
+void clip_scale_many(S* const* xs, const Index* ns, int count, const double* sumsq, double max_norm) {
+  const double c = kernels::clip_from_sum(*sumsq, max_norm);
+  if (c != 1.0) scale_many(xs, ns, count, S(c));
 }
 
 

@@ -78,9 +78,12 @@ struct Ops {
   static double sum_squares(const float* x, Index n);
   // Σ_k sum_squares(xs[k], ns[k]) in k order (the same numbers), one synchronising read for all the tensors.
   static double sum_squares_many(const float* const* xs, const Index* ns, int count);
+  static void sum_squares_many_into(const float* const* xs, const Index* ns, int count, double* out);  // no read
   // The optimizer's ops on many tensors at once (optim.cu): Adam, the clipping scale and fill, a launch per 24.
+  // Adam's gate and clip_scale_many's Σg² are device memory (kernels/clip.hpp).
   static void adam_update_many(const kernels::AdamTensor<float>* ts, int count);
   static void scale_many(float* const* xs, const Index* ns, int count, float c);
+  static void clip_scale_many(float* const* xs, const Index* ns, int count, const double* sumsq, double max_norm);
   static void fill_many(float* const* xs, const Index* ns, int count, float v);
 
   // ---- layer norm (elementwise.cu) -----------------------------------------------------------------------------

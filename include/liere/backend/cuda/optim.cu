@@ -3,12 +3,16 @@
 // instead of one launch each (ViT-Tiny has 151 parameters: the four ops take 36 launches a step, the clipping norm 15
 // of them, where it took 303).
 //
+// clip_scale_many and the gate of adam_update_many read the norm and the loss in device memory (kernels/clip.hpp):
+// a step clipped and updated with no read of the device (optim::clip_grad_norm_into, AdamT::step's gate).
+//
 // A launch takes its tensors by value in the kernel's parameters (a MultiTensor, under the 4 KiB that every
 // architecture accepts), blockIdx.y the tensor, blockIdx.x and the threads a grid-stride loop over its elements: the
 // per-element body of the CPU's loops (kernels::adam_update), so the updates are the same.
 #include <liere/backend/cuda/api.hpp>
 #include <liere/backend/cuda/common.cuh>
 #include <liere/backend/kernels/adam.hpp>
+#include <liere/backend/kernels/clip.hpp>
 
 #include <climits>
 #include <vector>
@@ -32,6 +36,7 @@ struct Span {
 
 __global__ void k_adam_many(MultiTensor<kernels::AdamTensor<float>> ts) {
   const kernels::AdamTensor<float>& t = ts.item[blockIdx.y];
+  if (!kernels::gate_open(t.step.gate_loss, t.step.gate_sumsq)) return;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < t.n; i += Index(blockDim.x) * gridDim.x)
     kernels::adam_update(t.theta[i], t.g[i], t.m[i], t.v[i], t.step);
 }
@@ -39,6 +44,15 @@ __global__ void k_scale_many(MultiTensor<Span> ts, float c) {
   const Span& t = ts.item[blockIdx.y];
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < t.n; i += Index(blockDim.x) * gridDim.x)
     t.p[i] *= c;
+}
+// The clipping coefficient from Σg² in device memory, each thread the same double arithmetic as the host's.
+__global__ void k_clip_scale_many(MultiTensor<Span> ts, const double* sumsq, double max_norm) {
+  const double c = kernels::clip_from_sum(*sumsq, max_norm);
+  if (c == 1.0) return;
+  const float cf = float(c);
+  const Span& t = ts.item[blockIdx.y];
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < t.n; i += Index(blockDim.x) * gridDim.x)
+    t.p[i] *= cf;
 }
 __global__ void k_fill_many(MultiTensor<Span> ts, float v) {
   const Span& t = ts.item[blockIdx.y];
@@ -114,15 +128,25 @@ void Ops::adam_update_many(const kernels::AdamTensor<float>* ts, int count) {
 }
 double Ops::sum_squares(const float* x, Index n) { return sum_squares_many(&x, &n, 1); }
 double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count) {
-  if (count <= 0) return 0.0;
+  const DeviceBlock out(sizeof(double));
+  sum_squares_many_into(xs, ns, count, out.get<double>());
+  double total = 0.0;
+  LIERE_CUDA_CHECK(cudaMemcpy(&total, out.get<double>(), sizeof(double), cudaMemcpyDeviceToHost));
+  return total;
+}
+void Ops::sum_squares_many_into(const float* const* xs, const Index* ns, int count, double* out) {
+  if (count <= 0) {
+    LIERE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double)));  // +0.0, as the CPU's empty sum
+    return;
+  }
   Index parts = 0;
   for (int k = 0; k < count; ++k) {
     LIERE_ENSURE(chunks_of(ns[k]) <= Index(INT_MAX),
                  "sum_squares on cuda: " << ns[k] << " elements need more than 2^31 - 1 blocks");
     parts += chunks_of(ns[k]);
   }
-  // every tensor's chunk sums, then each tensor's total, then the total of the totals
-  const DeviceBlock block(std::size_t(parts + count + 1) * sizeof(double));
+  // every tensor's chunk sums, then each tensor's total; the total of the totals into out
+  const DeviceBlock block(std::size_t(parts + count) * sizeof(double));
   double* part = block.get<double>();
   double* totals = part + parts;
   std::vector<SquaresTensor> items(static_cast<std::size_t>(count));
@@ -143,16 +167,21 @@ double Ops::sum_squares_many(const float* const* xs, const Index* ns, int count)
       LIERE_CUDA_LAUNCH_AS("k_sum_squares_many", k_sum_squares_many, dim3(unsigned(most), unsigned(m)), kThreads, pack);
     LIERE_CUDA_LAUNCH_AS("k_sum_chunks_many", k_sum_chunks_many, 1, kWarp, pack, m);
   }
-  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, totals, Index(count), totals + count);
-  double total = 0.0;
-  LIERE_CUDA_CHECK(cudaMemcpy(&total, totals + count, sizeof(double), cudaMemcpyDeviceToHost));
-  return total;
+  LIERE_CUDA_LAUNCH_AS("k_sum_in_order", k_sum_in_order, 1, 1, totals, Index(count), out);
 }
 void Ops::scale_many(float* const* xs, const Index* ns, int count, float c) {
   const std::vector<Span> s = spans(xs, ns, count);
   in_groups(s.data(), count, [](const Span& t) { return t.n; }, [c](const MultiTensor<Span>& pack, int m, unsigned bx) {
     LIERE_CUDA_LAUNCH_AS("k_scale_many", k_scale_many, dim3(bx, unsigned(m)), kThreads, pack, c);
   });
+}
+void Ops::clip_scale_many(float* const* xs, const Index* ns, int count, const double* sumsq, double max_norm) {
+  const std::vector<Span> s = spans(xs, ns, count);
+  in_groups(s.data(), count, [](const Span& t) { return t.n; },
+            [sumsq, max_norm](const MultiTensor<Span>& pack, int m, unsigned bx) {
+              LIERE_CUDA_LAUNCH_AS("k_clip_scale_many", k_clip_scale_many, dim3(bx, unsigned(m)), kThreads, pack, sumsq,
+                                   max_norm);
+            });
 }
 void Ops::fill_many(float* const* xs, const Index* ns, int count, float v) {
   const std::vector<Span> s = spans(xs, ns, count);

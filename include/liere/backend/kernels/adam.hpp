@@ -3,7 +3,8 @@
 //
 //   Adam (L2):          g ← g + λ θ                   AdamW (decoupled):  θ ← θ (1 − lr λ)
 //   m ← β1 m + (1 − β1) g,   v ← β2 v + (1 − β2) g²,   θ ← θ − step_size · m / (√v · inv_bc2_sqrt + ε)
-// with step_size = lr / (1 − β1^t) and inv_bc2_sqrt = 1/√(1 − β2^t), computed once per step in double.
+// with step_size = lr / (1 − β1^t) and inv_bc2_sqrt = 1/√(1 − β2^t), computed once per step in double. A closed
+// gate (AdamStep's gate_loss, gate_sumsq) skips every element: the multi-tensor kernels test it once per tensor.
 #pragma once
 
 #include <cmath>
@@ -19,6 +20,10 @@ struct AdamStep {
   S decay;      // 1 − lr λ (AdamW)
   S l2;         // λ (Adam)
   bool decoupled, has_weight_decay;
+  // The gate (optim::AdamT::step's StepGate; nullptr: none): the update runs only when *gate_loss and *gate_sumsq
+  // are finite (kernels/clip.hpp, gate_open), read where the update runs, so that no host waits for them.
+  const S* gate_loss;
+  const double* gate_sumsq;
 };
 
 // One parameter's update (the multi-tensor form: cpu/cuda adam_update_many).

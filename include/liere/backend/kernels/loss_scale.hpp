@@ -20,6 +20,12 @@ LIERE_HOST_DEVICE inline bool finite_bits(float x) {
   return (u & 0x7f800000u) != 0x7f800000u;
 }
 
+LIERE_HOST_DEVICE inline bool finite_bits(double x) {
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+
 LIERE_HOST_DEVICE inline bool unscale_grad(float& g, float inv_scale) {
   const bool ok = finite_bits(g);
   g *= inv_scale;
