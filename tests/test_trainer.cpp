@@ -1,7 +1,7 @@
 // The trainers' loop (examples/app/trainer.hpp): resuming is exact, a NaN loss stops training and leaves the
-// last good checkpoint intact, a checkpoint of another model or encoding is refused with a clear error,
-// the flags parser rejects what it does not know and checks every kind of value, and ModelOptions gives every
-// trainer the same model flags.
+// last good checkpoint and the weights before the step intact, a checkpoint of another model or encoding is refused
+// with a clear error, the flags parser rejects what it does not know and checks every kind of value, and
+// ModelOptions gives every trainer the same model flags.
 #include <app/compare.hpp>
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
@@ -210,6 +210,29 @@ TEST_CASE("trainer: a NaN loss stops training and the last good checkpoint stays
   CHECK(meta.at("epoch") == "1");
   CHECK_FALSE(std::filesystem::exists(ckpt + ".tmp"));
   std::remove(ckpt.c_str());
+}
+
+TEST_CASE("trainer: a NaN at a step leaves every weight as it was before that step, with and without clipping",
+          "[trainer]") {
+  // The update is queued before the loss is read (one wait a step on a GPU) and gated on the loss and Σg²: a NaN
+  // input at the first step must leave the initial weights, bit for bit.
+  for (double clip : {0.0, 1.0}) {
+    INFO("clip " << clip);
+    app::TrainOptions o = options(1);
+    o.clip = clip;
+    app::Trainer t(tiny("liere"), o, "synthetic");
+    const auto before = weights(t);
+    std::cerr.setstate(std::ios::failbit);
+    std::string message;
+    try {
+      t.fit(data({0, 0}), eval_set());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    std::cerr.clear();
+    CHECK_THAT(message, Catch::Contains("the loss is NaN at epoch 1, step 1"));
+    CHECK(weights(t) == before);
+  }
 }
 
 TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clear error", "[trainer]") {

@@ -375,14 +375,46 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   } catch (const Error& e) {
     step_failed(e);
   }
-  // The loss and the logits read after the backward (on a GPU one wait for the device, not one before the backward
-  // as well); a non-finite loss still stops the step before the optimizer touches the weights.
+  // One wait for the device a step where it can be (one rank, no loss scaling, every parameter on the model's
+  // device): the clipping and the update are queued behind the backward with no read of the device
+  // (optim::clip_grad_norm_into), the update gated on the loss and Σg² being finite (AdamT::StepGate), and the loss,
+  // the logits and Σg² are read after them. Otherwise the loss and the logits are read after the backward, then the
+  // gradients reduced across ranks, unscaled, clipped (a read of the norm) and the update made. Either way a
+  // non-finite loss or gradient stops the run with the weights as they were before the step.
+  bool one_wait = N == 1 && !loss_scale_;
+  for (const auto& p : params_.all()) one_wait = one_wait && p.device() == device_;
+  if (one_wait) {
+    try {
+      if (opt_.clip > 0) {
+        if (!sumsq_.defined()) sumsq_ = TensorT<double>(Shape{1}, device_);
+        optim::clip_grad_norm_into(params_.all(), opt_.clip, sumsq_);
+      }
+      adam_->set_lr(lr);
+      adam_->step({loss.value(), opt_.clip > 0 ? sumsq_ : TensorT<double>()});
+    } catch (const Error& e) {
+      step_failed(e);
+    }
+  }
   l = loss.item();
   if (N == 1) check_finite();
   const std::vector<float> host_logits = logits.value().to_vector();
   for (std::size_t i = 0; i < y.size(); ++i) {
     const float* r = host_logits.data() + i * std::size_t(cfg_.classes);
     st.correct += int(std::max_element(r, r + cfg_.classes) - r) == y[i];
+  }
+  if (one_wait) {
+    st.loss = l;
+    try {
+      if (opt_.clip > 0 && !std::isfinite(sumsq_.to_vector()[0])) {
+        optim::check_finite_grads(params_.all());  // names the parameter
+        throw Error("the gradients' sum of squares overflows at epoch " + std::to_string(epoch + 1) + ", step " +
+                    std::to_string(step + 1) + ": stopping (lower the learning rate)");
+      }
+      params_.zero_grad();
+    } catch (const Error& e) {
+      step_failed(e);
+    }
+    return st;
   }
   if (N > 1) {
     st.comm_s = reducer_->finish();

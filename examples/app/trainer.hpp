@@ -195,7 +195,7 @@ class Trainer {
   // One optimiser step on this rank's share x, y (samples [first, first + y.size()) of the global batch) with the
   // tape seeded by `seed`: forward, backward with the gradient all-reduce, clipping, update. Returns the global
   // batch's mean loss and correct count; comm_s gets the seconds spent waiting on the other ranks. A non-finite
-  // loss is an AllRanksError naming (epoch, step), 0-based here.
+  // loss is an AllRanksError naming (epoch, step), 0-based here; the weights are those before the step.
   struct StepStats {
     double loss = 0;
     std::int64_t correct = 0;
@@ -213,6 +213,7 @@ class Trainer {
   nn::Vit model_;
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::DynamicLossScale> loss_scale_;  // --loss-scale
+  TensorT<double> sumsq_;  // the step's Σg² on device_ (clipping with one wait a step: train_step)
   Comm& comm_;
   std::unique_ptr<GradReducer> reducer_;  // data parallel only
   double train_seconds_ = 0;
