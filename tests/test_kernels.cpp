@@ -658,6 +658,61 @@ TEST_CASE("kernels: softmax rows as the GPU's warp (32 lanes) match the one-lane
   }
 }
 
+TEST_CASE("kernels: cross-entropy rows as the GPU's warp (32 lanes) and entries match the one-lane rows",
+          "[kernels]") {
+  // The forward with Lanes = 32 on 32 threads whose max and sums are the warp's shuffles (k_ce_rows), against the
+  // same body with Lanes = 1 (the CPU's rows); the backward a thread per entry (k_ce_backward) against the row. K = 1
+  // and 10 (fewer classes than lanes), 100 (CIFAR-100), 1000; without and with label smoothing; one row's largest
+  // logit on its label, one far from the others (exp underflows to 0 for most classes).
+  const int K = GENERATE(1, 10, 100, 1000);
+  const float eps = GENERATE(0.0f, 0.1f);
+  INFO("K " << K << ", smoothing " << eps);
+  const int rows = 3;
+  std::vector<float> z = randn(std::size_t(rows) * K, 16);
+  for (auto& x : z) x *= 4.f;
+  const std::vector<int> labels = {0, (K - 1) / 2, K - 1};
+  z[std::size_t(2 * K + K - 1)] = 120.f;
+  const float eps_k = eps / float(K), one_m_eps = 1 - eps, c = 0.37f;
+  std::vector<float> p1(z.size()), pw(z.size(), -7.f), l1(rows), lw(std::size_t(rows) * 32);
+  for (int r = 0; r < rows; ++r)
+    l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps,
+                                                            p1.data() + r * K, K);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < rows; ++r)
+      lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
+          z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
+  });
+  for (int l = 0; l < 32; ++l) CHECK(warp.mismatch[std::size_t(l)] == 0);
+  for (int r = 0; r < rows; ++r) {
+    INFO("row " << r);
+    for (int lane = 0; lane < 32; ++lane) REQUIRE(lw[std::size_t(r * 32 + lane)] == lw[std::size_t(r * 32)]);
+    CHECK(std::abs(lw[std::size_t(r * 32)] - l1[std::size_t(r)]) <= 2e-6f * (1 + std::abs(l1[std::size_t(r)])));
+  }
+  for (std::size_t k = 0; k < z.size(); ++k) {
+    INFO("entry " << k);
+    REQUIRE(std::abs(pw[k] - p1[k]) <= 2e-6f * p1[k] + 1e-12f);  // every entry written: no −7 left
+  }
+  // The backward: the row and a thread per entry (in reverse order, as threads may run), onto the same non-zero
+  // gradient: the same bits.
+  const std::vector<float> d0 = randn(z.size(), 17);
+  std::vector<float> d1 = d0, de = d0;
+  for (int r = 0; r < rows; ++r)
+    kernels::cross_entropy_row_backward(p1.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, c,
+                                        d1.data() + r * K, K);
+  for (std::size_t i = z.size(); i-- > 0;)
+    kernels::cross_entropy_grad_entry(p1[i], Index(i) % K == labels[i / std::size_t(K)], eps_k, one_m_eps, c, de[i]);
+  CHECK(de == d1);
+  // and against the formula: dz_k += c · (p_k − (1 − ε)·[k = y] − ε/K)
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < K; ++k) {
+      const std::size_t i = std::size_t(r * K + k);
+      const double q = (k == labels[std::size_t(r)] ? double(one_m_eps) : 0.0) + double(eps_k);
+      REQUIRE(std::abs(d1[i] - (double(d0[i]) + c * (double(p1[i]) - q))) <= 1e-6 * (1 + std::abs(d0[i])));
+    }
+}
+
 TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[kernels]") {
   std::vector<float> x = randn(5000, 6), dy = randn(5000, 7);
   for (auto& v : x) v *= 3.f;

@@ -175,10 +175,16 @@ __global__ void k_mean_tokens_backward(const float* dy, float* dx, Index B, Inde
   }
 }
 
+// A warp per row (the classes strided over its lanes, the max and sums by shuffles); lane 0 writes ℓ.
 __global__ void k_ce_rows(const float* z, const int* labels, float eps_k, float one_m_eps, float* probs, float* rows,
                           Index B, Index K) {
-  LIERE_CUDA_LOOP(b, B)
-  rows[b] = kernels::cross_entropy_row_forward(z + b * K, labels[b], eps_k, one_m_eps, probs + b * K, K);
+  LIERE_CUDA_LOOP(t, B * kWarp) {
+    const Index b = t / kWarp;
+    const int lane = int(t % kWarp);
+    const float l = kernels::cross_entropy_row_forward<kWarp>(z + b * K, labels[b], eps_k, one_m_eps, probs + b * K, K,
+                                                              lane, WarpMax{}, WarpSum{});
+    if (lane == 0) rows[b] = l;
+  }
 }
 __global__ void k_mean_in_order(const float* rows, Index B, float* loss) {
   float s = 0.f;
@@ -188,7 +194,9 @@ __global__ void k_mean_in_order(const float* rows, Index B, float* loss) {
 __global__ void k_ce_backward(const float* probs, const int* labels, float eps_k, float one_m_eps, const float* dloss,
                               float* dz, Index B, Index K) {
   const float c = dloss[0] / float(double(B));
-  LIERE_CUDA_LOOP(b, B) kernels::cross_entropy_row_backward(probs + b * K, labels[b], eps_k, one_m_eps, c, dz + b * K, K);
+  LIERE_CUDA_LOOP(i, B * K) {  // a thread per entry
+    kernels::cross_entropy_grad_entry(probs[i], i % K == labels[i / K], eps_k, one_m_eps, c, dz[i]);
+  }
 }
 
 
@@ -323,13 +331,13 @@ void Ops::softmax_cross_entropy_forward(const float* logits, const int* labels, 
   if (!row_loss) own = DeviceBlock(std::size_t(B > 0 ? B : 1) * sizeof(float));
   float* rows = row_loss ? row_loss : own.get<float>();
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
-  LIERE_CUDA_LAUNCH(k_ce_rows, B, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
+  LIERE_CUDA_LAUNCH(k_ce_rows, B * kWarp, logits, labels, eps_k, one_m_eps, probs, rows, B, K);
   LIERE_CUDA_LAUNCH_AS("k_mean_in_order", k_mean_in_order, 1, 1, rows, B, loss);
 }
 void Ops::softmax_cross_entropy_backward(const float* probs, const int* labels, double smoothing, const float* dloss,
                                          float* dlogits, Index B, Index K) {
   const float eps_k = float(smoothing / double(K)), one_m_eps = float(1.0 - smoothing);
-  LIERE_CUDA_LAUNCH(k_ce_backward, B, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
+  LIERE_CUDA_LAUNCH(k_ce_backward, B * K, probs, labels, eps_k, one_m_eps, dloss, dlogits, B, K);
 }
 
 void Ops::layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, Index N,
