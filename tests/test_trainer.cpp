@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <thread>
 
 namespace {
 
@@ -347,6 +348,69 @@ TEST_CASE("trainer: TrainData::size_at gives every step its own image size (mult
   CHECK(mixed != plain12);
   for (const auto& w : mixed)
     for (float v : w) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("trainer: --prefetch fills the next batch on a loader thread: the same run, and a fill's error at its step",
+          "[trainer]") {
+  // Mixed sizes (steps 0 and 2 at 8 × 8, step 1 at 12 × 12), so that the buffers change shape between fills. The
+  // fills are recorded: in order, and with the loader every fill but each epoch's first off the main thread.
+  struct Call {
+    int epoch;
+    std::int64_t step;
+    bool main_thread;
+  };
+  const std::thread::id main_id = std::this_thread::get_id();
+  auto sized = [main_id](std::vector<Call>* calls, std::pair<int, int> fail_at) {
+    app::TrainData d;
+    d.steps_per_epoch = 3;
+    auto side_of = [](std::int64_t s) { return s == 1 ? 12 : 8; };
+    d.size_at = [side_of](int, std::int64_t s) { return std::vector<int>{side_of(s), side_of(s)}; };
+    d.fill = [=](int epoch, std::int64_t step, int B, int, int, float* x, int* y) {
+      calls->push_back({epoch, step, std::this_thread::get_id() == main_id});
+      if (epoch == fail_at.first && step == fail_at.second) throw Error("cannot read sample 7 of the batch");
+      const int side = side_of(step);
+      std::mt19937_64 g(liere::mix_seed(9, std::uint64_t(epoch), std::uint64_t(step)));
+      std::normal_distribution<float> n(0, 1);
+      for (int i = 0; i < B * side * side; ++i) x[i] = n(g);
+      for (int i = 0; i < B; ++i) y[i] = int(g() % 3);
+    };
+    return d;
+  };
+  std::cerr.setstate(std::ios::failbit);
+  std::vector<std::vector<float>> w[2];
+  std::vector<Call> calls[2];
+  for (int on = 0; on < 2; ++on) {
+    app::TrainOptions o = options(2);
+    o.prefetch = on ? "on" : "off";
+    app::Trainer t(tiny("liere"), o, "synthetic");
+    t.fit(sized(&calls[on], {-1, -1}), eval_set(), false);
+    w[on] = weights(t);
+  }
+  CHECK(w[1] == w[0]);
+  for (int on = 0; on < 2; ++on) {
+    INFO("prefetch " << on);
+    REQUIRE(calls[on].size() == 6);
+    for (std::size_t k = 0; k < 6; ++k) {
+      CHECK(calls[on][k].epoch == int(k / 3));
+      CHECK(calls[on][k].step == std::int64_t(k % 3));
+      CHECK(calls[on][k].main_thread == (on == 0 || k % 3 == 0));
+    }
+  }
+  // A fill that fails on the loader: fit stops with its error, at the step that needed the batch, after the steps
+  // before it.
+  std::vector<Call> failing;
+  app::TrainOptions o = options(2);
+  o.prefetch = "on";
+  app::Trainer t(tiny("liere"), o, "synthetic");
+  CHECK_THROWS_WITH(t.fit(sized(&failing, {1, 2}), eval_set(), false), Catch::Contains("cannot read sample 7"));
+  std::cerr.clear();
+  CHECK(failing.size() == 6);
+  CHECK_FALSE(failing.back().main_thread);
+  o.prefetch = "sometimes";
+  CHECK_THROWS_WITH(o.validate(), Catch::Contains("--prefetch sometimes: allowed: auto, on, off"));
+  o.prefetch = "auto";
+  CHECK_FALSE(o.prefetch_on(Device::cpu));
+  CHECK(o.prefetch_on(Device::cuda));
 }
 
 TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -126,6 +127,10 @@ void TrainOptions::add_flags(Flags& f) {
         "overflow skipped and the scale halved, doubled after 2000 finite steps (fp16's mechanism, "
         "optim/loss_scale.hpp; with fp32, tf32 or bf16 it changes nothing but the skipped steps); the scale and the "
         "skipped steps go to --metrics");
+  f.add("prefetch", &prefetch,
+        "auto, on or off: a loader thread fills step s + 1's batch while step s runs, with --threads OpenMP threads "
+        "of its own (auto: on with --device cuda, where the host otherwise fills it while the GPU waits; off on the "
+        "CPU, whose threads the step keeps busy). The batches, and so the run, are the same either way");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
   f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
@@ -224,6 +229,8 @@ void TrainOptions::validate() const {
               "--warmup " << warmup << ": expected a number of epochs in [0, --epochs + 1) (--epochs " << epochs
                           << ")");
   LIERE_USAGE(optimizer == "adamw" || optimizer == "adam", "--optimizer " << optimizer << ": allowed: adamw, adam");
+  LIERE_USAGE(prefetch == "auto" || prefetch == "on" || prefetch == "off",
+              "--prefetch " << prefetch << ": allowed: auto, on, off");
   if (loss_scale != 0) {  // a power of two: unscaling is then exact
     int e = 0;
     if (!(loss_scale > 0 && std::frexp(loss_scale, &e) == 0.5))
@@ -640,8 +647,16 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     for (int d : data.size_at ? data.size_at(epoch, s) : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
     return xs;
   };
-  Tensor x(batch_shape(start_epoch, 0));
-  std::vector<int> y(Bl);
+  // Two batch buffers: step s trains on one while, with a loader thread (--prefetch), step s + 1's batch is filled
+  // into the other. The epoch's first batch is filled on the spot (nothing runs beside the evaluation and the
+  // checkpoint between epochs); a fill's error surfaces at the step that needed its batch.
+  const bool prefetch = opt_.prefetch_on(device_);
+  Tensor xb[2] = {Tensor(batch_shape(start_epoch, 0)), Tensor(batch_shape(start_epoch, 0))};
+  std::vector<int> yb[2] = {std::vector<int>(std::size_t(Bl)), std::vector<int>(std::size_t(Bl))};
+  auto fill = [&](int slot, int epoch, std::int64_t s) {
+    data.fill(epoch, s, B, first, Bl, xb[slot].data(), yb[slot].data());
+  };
+  std::future<void> next;  // the loader's fill of the other buffer
   EvalResult last;
   bool evaluated_last = false;
   for (int epoch = start_epoch; epoch < opt_.epochs; ++epoch) {
@@ -651,16 +666,27 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     const auto t0 = std::chrono::steady_clock::now();
     for (std::int64_t s = 0; s < spe; ++s) {
       const std::int64_t global = std::int64_t(epoch) * spe + s;
-      if (data.size_at) {
-        const Shape xs = batch_shape(epoch, s);
-        if (xs != x.shape()) x = Tensor(xs);
-      }
-      data.fill(epoch, s, B, first, Bl, x.data(), y.data());
+      const int cur = int(s % 2);
+      // The buffers take the batch's shape on this thread (the loader only writes into them).
+      auto shape_for = [&](int slot, std::int64_t step) {
+        const Shape xs = batch_shape(epoch, step);
+        if (xs != xb[slot].shape()) xb[slot] = Tensor(xs);
+      };
       StepStats st;
       try {
-        st = train_step(x, y, first, mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)),
+        if (next.valid()) next.get();  // step s's batch, filled while step s − 1 ran
+        else shape_for(cur, s), fill(cur, epoch, s);
+        if (prefetch && s + 1 < spe) {
+          shape_for(1 - cur, s + 1);
+          next = std::async(std::launch::async, [&, epoch, s, slot = 1 - cur] {
+            omp_set_num_threads(opt_.threads);  // a new thread's OpenMP default is every core
+            fill(slot, epoch, s + 1);
+          });
+        }
+        st = train_step(xb[cur], yb[cur], first, mix_seed(std::uint64_t(opt_.seed), 0xD209, std::uint64_t(global)),
                         sched.at_step(global), epoch, s);
       } catch (...) {
+        if (next.valid()) next.wait();  // the loader is done with the buffers before they go
         bar.finish();
         throw;
       }

@@ -78,6 +78,7 @@ struct TrainOptions {
   bool tf32 = false;            // cuda: GEMMs in TF32 on tensor cores (the same as --precision tf32)
   std::string precision = "fp32";  // fp32, tf32, bf16, fp16 (backend/precision.hpp: what each device can train in)
   double loss_scale = 0;           // dynamic loss scaling from this power of two (optim/loss_scale.hpp); 0: off
+  std::string prefetch = "auto";   // auto, on, off: a loader thread fills the next batch while a step runs
   // data parallel (mpirun)
   double comm_timeout = 30;     // seconds a collective waits for the other ranks before the job is ended
   double bucket_mib = 4;        // gradient all-reduce bucket size
@@ -95,6 +96,8 @@ struct TrainOptions {
   // is a UsageError (exit code 2) that says
   // what it can. --tf32 is --precision tf32.
   Precision resolved_precision() const;
+  // Whether a loader thread fills step s + 1's batch while step s runs on `d` (--prefetch; auto: on a GPU).
+  bool prefetch_on(Device d) const { return prefetch == "on" || (prefetch == "auto" && d == Device::cuda); }
   // Ranks other than 0 write no files: clears --summary-json and --predictions there.
   void root_writes_files();
 };
