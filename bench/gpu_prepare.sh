@@ -5,7 +5,8 @@
 #   bench/gpu_prepare.sh [BUILD_DIR [OUT_DIR]]      (defaults: build-gpu, gpu_bin)
 #
 # Configures BUILD_DIR (Release, tests and benchmarks on, CMAKE_CUDA_ARCHITECTURES=90, ccache when installed) unless
-# it is configured already, builds test_cuda, train_cifar, bench_attention_device and bench_cudnn_attention, and
+# it is configured already, builds test_cuda, train_cifar, train_arrows, bench_attention_device and
+# bench_cudnn_attention, and
 # copies them into OUT_DIR in the layout gpu_run.sh expects (tests/, examples/, bench/), with the host libraries a
 # bare CUDA machine may lack (OpenMP's libgomp, zlib) in OUT_DIR/lib, where gpu_run.sh looks last. The CUDA
 # libraries (cudart, cuBLAS, cuBLASLt; cuDNN, loaded at run time) are the GPU machine's own. Prints the folder's size
@@ -33,17 +34,18 @@ else
   cmake -S "$root" -B "$build" > /dev/null  # configured before: again, for programs added since
 fi
 targets=$(cmake --build "$build" --target help)
-for t in test_cuda train_cifar bench_attention_device bench_cudnn_attention; do
+for t in test_cuda train_cifar train_arrows bench_attention_device bench_cudnn_attention; do
   grep -q "\.\.\. $t\$" <<< "$targets" || {
     echo "gpu_prepare.sh: $build has no target $t (the CUDA backend needs nvcc; the benchmark LIERE_BUILD_BENCH=ON)" >&2
     exit 2
   }
 done
-cmake --build "$build" -j "$jobs" --target test_cuda train_cifar bench_attention_device bench_cudnn_attention
+cmake --build "$build" -j "$jobs" --target test_cuda train_cifar train_arrows bench_attention_device \
+  bench_cudnn_attention
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/examples" "$out/bench" "$out/lib"
 cp "$build/tests/test_cuda" "$out/tests/"
-cp "$build/examples/train_cifar" "$out/examples/"
+cp "$build/examples/train_cifar" "$build/examples/train_arrows" "$out/examples/"
 cp "$build/bench/bench_attention_device" "$build/bench/bench_cudnn_attention" "$out/bench/"
 for lib in libgomp.so.1 libz.so.1; do
   path=$(ldd "$out/tests/test_cuda" "$out/examples/train_cifar" | awk -v l="$lib" '$1 == l {print $3; exit}')
