@@ -23,9 +23,10 @@
 #                        with the flat kernels and without (LIERE_CUDA_FLAT_KERNELS=1, 0), and LieRE-8 float with its
 #                        copies to the device staged and not (LIERE_CUDA_STAGING=1, 0), and LieRE-64 float with its
 #                        rotations by liere's 64 × 64 tile kernels and by cuBLAS's batches (LIERE_CUDA_ROTATE_TILES=1,
-#                        0), appended to gpu_compare.log; then a real training run's throughput with the next
-#                        batch filled on a loader thread and between steps (train_arrows --prefetch on, off, twice
-#                        each: two epochs, the second's img/s; it renders its own data, no files needed)
+#                        0), and LieRE-8 float with the step's one wait and with the norm read before the update
+#                        (LIERE_ONE_WAIT=1, 0), appended to gpu_compare.log; then a real training run's throughput with
+#                        the next batch filled on a loader thread and between steps (train_arrows --prefetch on, off,
+#                        twice each: two epochs, the second's img/s; it renders its own data, no files needed)
 #   profile_<enc>.csv    the kernels of three ViT-Tiny steps (2 warm-up, 1 timed) with their GPU time (Nsight
 #                        Compute, one metric), where ncu is installed, for each encoding of LIERE_GPU_PROFILE
 #                        (liere64,liere8-bf16); bench/gpu_profile.py makes the table of the last step; profile.log:
@@ -41,7 +42,7 @@
 # LIERE_GPU_PRECISIONS (the compare's precisions: fp32,tf32,bf16), LIERE_GPU_ENCODINGS (the compare's encodings:
 # abs,rope-mixed,liere8,liere64), LIERE_GPU_TORCH (1; 0: the compare without PyTorch, liere's side only: a quick
 # check of a change on a few device minutes), LIERE_GPU_AB (the side-by-side switches after the compare: rotate, pad,
-# epilogues, packs, flat, staging, tiles, prefetch; all eight, or "none"),
+# epilogues, packs, flat, staging, tiles, onewait, prefetch; all nine, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the
 # interpreter with a CUDA PyTorch, python3). The exit status is 0 when every part that ran passed.
@@ -56,7 +57,7 @@ encodings=${LIERE_GPU_ENCODINGS:-abs,rope-mixed,liere8,liere64}
 no_torch=()
 [ "${LIERE_GPU_TORCH:-1}" = 0 ] && no_torch=(--no-torch)
 profile_encs=${LIERE_GPU_PROFILE:-liere64,liere8-bf16}
-ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs,flat,staging,tiles,prefetch}
+ab_switches=${LIERE_GPU_AB:-rotate,pad,epilogues,packs,flat,staging,tiles,onewait,prefetch}
 threads=${LIERE_GPU_THREADS:-16}
 parts=",${LIERE_GPU_PARTS:-machine,tests,compare,profile,attention,debug},"
 py=${PYTHON:-python3}
@@ -145,6 +146,8 @@ if part compare; then
     ab LIERE_CUDA_STAGING 8 "LieRE-8: copies to the device through pinned staging buffers (1) against cudaMemcpy (0)"
   [[ $abs_on == *,tiles,* ]] &&
     ab LIERE_CUDA_ROTATE_TILES 64 "LieRE-64 rotations: liere's 64 x 64 tile kernels (1) against cuBLAS's batches (0)"
+  [[ $abs_on == *,onewait,* ]] &&
+    ab LIERE_ONE_WAIT 8 "LieRE-8: the step's one wait for the device (1) against reading the norm before the update (0)"
   arrows=$build/examples/train_arrows
   if [[ $abs_on == *,prefetch,* ]] && [ -x "$arrows" ]; then
     stamp "train_arrows LieRE-8: the next batch filled on a loader thread (on) against between steps (off)" |

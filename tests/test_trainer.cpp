@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -234,6 +235,27 @@ TEST_CASE("trainer: a NaN at a step leaves every weight as it was before that st
     CHECK_THAT(message, Catch::Contains("the loss is NaN at epoch 1, step 1"));
     CHECK(weights(t) == before);
   }
+}
+
+TEST_CASE("trainer: the step with one wait and the step that reads the norm before the update give the same run",
+          "[trainer]") {
+  // LIERE_ONE_WAIT=0 forces the reading step (the path of several ranks and of loss scaling): two epochs with
+  // clipping that bites (0.05) both ways, to the same weights bit for bit.
+  std::cerr.setstate(std::ios::failbit);
+  std::vector<std::vector<float>> w[2];
+  for (int one = 0; one < 2; ++one) {
+    ::setenv("LIERE_ONE_WAIT", one ? "1" : "0", 1);
+    app::TrainOptions o = options(2);
+    o.clip = 0.05;
+    app::Trainer t(tiny("liere"), o, "synthetic");
+    t.fit(data(), eval_set(), false);
+    w[one] = weights(t);
+  }
+  ::unsetenv("LIERE_ONE_WAIT");
+  std::cerr.clear();
+  CHECK(w[1] == w[0]);
+  app::Trainer fresh(tiny("liere"), options(2), "synthetic");
+  CHECK(weights(fresh) != w[1]);  // and they trained
 }
 
 TEST_CASE("trainer: resuming a checkpoint of another encoding or model is a clear error", "[trainer]") {

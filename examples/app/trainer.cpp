@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <future>
@@ -175,6 +176,13 @@ std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions
   return {{"seed", std::to_string(o.seed)}, {"batch", std::to_string(o.batch)}, {"lr", text(o.lr)},
           {"wd", text(o.wd)},               {"warmup", std::to_string(o.warmup)}, {"clip", text(o.clip)},
           {"optimizer", o.optimizer}};
+}
+
+// LIERE_ONE_WAIT=0 in the environment: train_step reads the loss before the update and the norm before clipping even
+// where one wait would do (the same results; for side-by-side timings on a GPU, bench/gpu_run.sh's `onewait`).
+bool one_wait_allowed() {
+  const char* v = std::getenv("LIERE_ONE_WAIT");
+  return !(v && std::string(v) == "0");
 }
 
 // Whether this build has the CUDA backend and the machine a device; `why` says what is missing.
@@ -388,7 +396,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
   // the logits and Σg² are read after them. Otherwise the loss and the logits are read after the backward, then the
   // gradients reduced across ranks, unscaled, clipped (a read of the norm) and the update made. Either way a
   // non-finite loss or gradient stops the run with the weights as they were before the step.
-  bool one_wait = N == 1 && !loss_scale_;
+  bool one_wait = N == 1 && !loss_scale_ && one_wait_allowed();
   for (const auto& p : params_.all()) one_wait = one_wait && p.device() == device_;
   if (one_wait) {
     try {
