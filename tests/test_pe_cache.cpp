@@ -277,6 +277,39 @@ TEST_CASE("PE parameters: encoding() shows the parameter as it is, and writes th
   CHECK(gen.value().to_vector() == trained);
 }
 
+TEST_CASE("PE parameters: a pending backward takes the generators of its forward, whatever happens to them before it",
+          "[pe]") {
+  // The kinds whose generators are their parameters: the tables op reads them on their device. A backward that runs
+  // after the parameter changed (a write to it, a write through encoding() that a forward without gradients
+  // applies) must still give the gradient of the forward it belongs to, bit for bit.
+  for (const std::string pe : {"liere", "rope-mixed"}) {
+    INFO(pe);
+    const auto cfg = small_config(pe, 4);
+    const Tensor x = random_images(cfg, 2, 5);
+    std::vector<S> grads[3];
+    for (int variant = 0; variant < 3; ++variant) {
+      liere::nn::ParamsT<S> params;
+      liere::nn::VitT<S> model(params, cfg, 3);
+      REQUIRE(model.pe().layout().generators_are_params());
+      const auto gp = model.pe().parameters().front();
+      Tape tape;
+      auto loss = liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<S>(x)), std::vector<int>{0, 2});
+      if (variant == 1) {
+        gp.value().data()[0] += 0.5f;  // in place, after the forward
+      } else if (variant == 2) {
+        model.pe().encoding().params()[1] -= 0.25f;  // through encoding(), applied by the next forward
+        Tape t2;
+        auto ng = t2.no_grad();
+        (void)model.forward(t2, liere::VarT<S>(x));
+      }
+      tape.backward(loss);
+      grads[variant] = values(gp.grad());
+    }
+    CHECK(grads[1] == grads[0]);
+    CHECK(grads[2] == grads[0]);
+  }
+}
+
 TEST_CASE("PE parameters: check_generators names the layer and head of a non-finite generator", "[pe][bad-input]") {
   for (const std::string pe : {"liere", "comrope-ap4"}) {
     INFO(pe);

@@ -234,6 +234,37 @@ TEST_CASE("ViT: per-layer sharing gives each layer its own parameters and gradie
   CHECK(std::abs(loss_of(model, b) - l0) > 1e-9);
 }
 
+TEST_CASE("ViT: forwards between a forward and its backward leave its gradients as they were", "[vit]") {
+  // Each attention layer keeps what its backward reads (the rotated q, k and the probabilities) in a cache; a forward
+  // without gradients on other images (an evaluation), or a second forward with gradients, before the first one's
+  // backward must not change the first one's gradients: bit for bit the gradients of the undisturbed step, for
+  // every parameter, with and without rotations (abs, LieRE).
+  for (const std::string pe : {"absolute", "liere"}) {
+    INFO(pe);
+    const VitConfig c = small_config(pe);
+    const Batch b = random_batch(c, 2, 3), other = random_batch(c, 3, 4);
+    std::vector<std::vector<double>> grads[3];
+    for (int variant = 0; variant < 3; ++variant) {
+      Params<double> params;
+      Vit<double> model(params, c, 1);
+      perturb(params, 2);
+      liere::TapeT<double> tape;
+      auto loss = liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<double>(b.x)), b.y);
+      liere::TapeT<double> t2;
+      if (variant == 1) {
+        auto _ = t2.no_grad();
+        (void)model.forward(t2, liere::VarT<double>(other.x));
+      } else if (variant == 2) {
+        (void)liere::ops::cross_entropy(t2, model.forward(t2, liere::VarT<double>(other.x)), other.y);
+      }
+      tape.backward(loss);
+      for (const auto& p : params) grads[variant].emplace_back(p.grad().data(), p.grad().data() + p.numel());
+    }
+    CHECK(grads[1] == grads[0]);
+    CHECK(grads[2] == grads[0]);
+  }
+}
+
 TEST_CASE("ViT: parameter counts and names", "[vit]") {
   VitConfig c;
   c.set_size("base");

@@ -20,8 +20,10 @@ namespace liere::nn {
 
 // The attention op on the tape: qkv (B, T, 3C) → (B, T, C) with the rotations of `layer` from the encoding's
 // tables of this forward (enc, from PositionEncodingModule::begin). `pe` may be null (no rotary encoding).
-// `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map. The backward accumulates
-// the tables' (and transforms') gradients into enc's Vars, whose own op takes them to the parameters.
+// `cache` keeps the probabilities (B, H, T, T) after the forward: the attention map, and what the backward reads
+// (its closure holds the cache, which must not serve another forward until then; AttentionT sees to it). The
+// backward accumulates the tables' (and transforms') gradients into enc's Vars, whose own op takes them to the
+// parameters.
 // flash: the fused flash attention (flash_attention_forward / _backward), which keeps no attention map.
 template <class S>
 VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionEncoding<S>* pe,
@@ -94,6 +96,15 @@ class AttentionT {
   VarT<S> forward(TapeT<S>& tape, const VarT<S>& x, const PositionEncoding<S>* pe, const EncodingVars<S>& enc,
                   std::span<const std::uint8_t> key_mask = {}) const {
     VarT<S> qkv = qkv_(tape, x);
+    // The cache holds what a pending backward reads when a closure of an earlier forward still refers to it (a
+    // forward without gradients, or a second forward, before the first one's backward): this forward takes a cache
+    // of its own then, so that the earlier backward keeps its forward's state (the tape drops each closure after it
+    // ran, so a training step's forward finds the layer's cache free and reuses it).
+    if (cache_.use_count() > 1) {
+      auto fresh = std::make_shared<AttentionCache<S>>();
+      fresh->keep_probs = cache_->keep_probs;
+      cache_ = std::move(fresh);
+    }
     VarT<S> a = attention(tape, qkv, heads_, pe, enc, layer_, cache_, key_mask, flash_);
     return proj_(tape, a);
   }
@@ -125,7 +136,9 @@ class AttentionT {
   LinearT<S> qkv_, proj_;
   int heads_ = 1, layer_ = 0;
   bool flash_ = false;
-  std::shared_ptr<AttentionCache<S>> cache_;  // reused from step to step; one forward at a time per layer
+  // Reused from forward to forward while no pending backward refers to it (forward); last_probs() reads the last
+  // forward's. Mutable: the layer's state, not a parameter (forward is const).
+  mutable std::shared_ptr<AttentionCache<S>> cache_;
 };
 
 using Attention = AttentionT<float>;

@@ -273,7 +273,10 @@ class PositionEncodingModuleT {
     if (direct_ && params_.front().device() == dev) {
       const TensorT<S>& v = params_.front().value();
       if (v.on_host()) check_finite(std::span<const S>(v.data(), std::size_t(v.numel())), sh);
-      gens_ = v.view(gs);  // a pending backward keeps the values of its forward: the optimizer steps after it
+      // A copy on the parameter's device (for LieRE-64 580 kB; on a GPU a copy queued on the stream, no wait): a
+      // pending backward takes the generators of its forward even where the parameter changes before it runs (a
+      // write to it, a load, a write through encoding() that a forward without gradients applies).
+      gens_ = v.view(gs).clone();
     } else {
       std::vector<S> direct_host;
       if (direct_) direct_host = params_.front().value().to_vector();
