@@ -313,4 +313,6 @@ TEST_CASE("a gated Adam step: the ungated step's bits when the gate is open, not
   }
   CHECK(gated.steps() == 6);  // the count moves on (a trainer stops; set_steps restores it)
   CHECK_THROWS_WITH(gated.step(Gate{Tensor::full(Shape{2}, 1.0f), sum}), Catch::Contains("one value"));
+  CHECK(gated.steps() == 6);  // a call that throws changes nothing, the count included
+  CHECK(same_bits(state_of(gated), before));
 }

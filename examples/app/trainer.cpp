@@ -344,6 +344,8 @@ Trainer::Trainer(const nn::VitConfig& model_cfg, const TrainOptions& opt, std::s
 
 Trainer::~Trainer() = default;
 
+std::int64_t Trainer::optimizer_steps() const { return adam_->steps(); }
+
 Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& y, int first, std::uint64_t seed,
                                        double lr, int epoch, std::int64_t step) {
   const int N = comm_.size();
@@ -363,9 +365,11 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     step_failed(e);
   }
   double l = 0;
+  std::int64_t steps_before = -1;  // the optimizer's count before a gated update (one wait), restored when it stops
   auto check_finite = [&] {
     if (std::isfinite(l)) return;
     tape.clear();
+    if (steps_before >= 0) adam_->set_steps(steps_before);  // as if the update had not been called (the reading way)
     // A non-finite generator is named (layer and head) as on the host, where it stopped the forward before the tables.
     model_.pe().check_generators();
     std::ostringstream m;
@@ -405,6 +409,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
         optim::clip_grad_norm_into(params_.all(), opt_.clip, sumsq_);
       }
       adam_->set_lr(lr);
+      steps_before = adam_->steps();
       adam_->step({loss.value(), opt_.clip > 0 ? sumsq_ : TensorT<double>()});
     } catch (const Error& e) {
       step_failed(e);
@@ -421,6 +426,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     st.loss = l;
     try {
       if (opt_.clip > 0 && !std::isfinite(sumsq_.to_vector()[0])) {
+        adam_->set_steps(steps_before);
         optim::check_finite_grads(params_.all());  // names the parameter
         throw Error("the gradients' sum of squares overflows at epoch " + std::to_string(epoch + 1) + ", step " +
                     std::to_string(step + 1) + ": stopping (lower the learning rate)");

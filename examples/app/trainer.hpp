@@ -163,6 +163,8 @@ class Trainer {
   std::int64_t pe_params() const { return model_.pe().num_params(); }
   std::int64_t total_params() const { return params_.numel(); }
   const nn::VitConfig& config() const { return cfg_; }
+  // The optimizer's count of updates (its bias correction's t): a step stopped by a non-finite loss does not count.
+  std::int64_t optimizer_steps() const;
 
   // "pe_params=N total_params=M gflops_per_image=G pe_gflops_per_image=E" (docs/flops.md).
   std::string dry_run_line() const;

@@ -100,7 +100,8 @@ class AdamT {
   // `loss` (the step's loss) and of `sumsq` (its Σg², optim::clip_grad_norm_into) are finite, tested where the update
   // runs, in the memory of the parameters' device (kernels/clip.hpp, gate_open). A trainer queues the update behind
   // the backward and reads the loss after it (one wait for a GPU a step, not one before the update): a NaN or ∞ leaves
-  // every weight and moment as it was, and the trainer stops (the step count has moved on: set_steps restores it).
+  // every weight and moment as it was, and the trainer stops (the step count has moved on: set_steps(steps() − 1)
+  // restores it, as examples/app/trainer.cpp does).
   struct StepGate {
     TensorT<S> loss;
     TensorT<double> sumsq;
@@ -108,6 +109,18 @@ class AdamT {
 
   // One update of every parameter from its current gradient; under a gate, only when the gate is open.
   void step(const StepGate& gate = {}) {
+    // Every check before anything changes: a call that throws leaves the step count, weights and moments as they were.
+    LIERE_ENSURE(!gate.loss.defined() || gate.loss.numel() == 1, "Adam: the gate's loss is one value, got shape "
+                                                                     << gate.loss.shape());
+    LIERE_ENSURE(!gate.sumsq.defined() || gate.sumsq.numel() == 1, "Adam: the gate's sum of squares is one value, got "
+                                                                       "shape " << gate.sumsq.shape());
+    for (const State& s : states_) {
+      const Device dev = s.param.device();
+      LIERE_ENSURE((!gate.loss.defined() || gate.loss.device() == dev) &&
+                       (!gate.sumsq.defined() || gate.sumsq.device() == dev),
+                   "Adam: '" << s.param.name() << "' is on " << to_string(dev)
+                             << ", its gate on another device (the gate is read where the update runs)");
+    }
     ++step_;
     const double bc1 = 1.0 - std::pow(cfg_.beta1, double(step_));
     const double bc2_sqrt = std::sqrt(1.0 - std::pow(cfg_.beta2, double(step_)));
@@ -116,20 +129,12 @@ class AdamT {
     a.one_minus_beta1 = S(1.0 - cfg_.beta1), a.one_minus_beta2 = S(1.0 - cfg_.beta2);
     a.eps = S(cfg_.eps), a.inv_bc2_sqrt = S(1.0 / bc2_sqrt);
     a.decoupled = cfg_.decoupled;
-    LIERE_ENSURE(!gate.loss.defined() || gate.loss.numel() == 1, "Adam: the gate's loss is one value, got shape "
-                                                                     << gate.loss.shape());
-    LIERE_ENSURE(!gate.sumsq.defined() || gate.sumsq.numel() == 1, "Adam: the gate's sum of squares is one value, got "
-                                                                       "shape " << gate.sumsq.shape());
     a.gate_loss = gate.loss.defined() ? gate.loss.data() : nullptr;
     a.gate_sumsq = gate.sumsq.defined() ? gate.sumsq.data() : nullptr;
     // One multi-tensor call per run of parameters on the same device (on a GPU a launch per 24 parameters).
     std::vector<kernels::AdamTensor<S>> ts;
     for (std::size_t i = 0; i < states_.size();) {
       const Device dev = states_[i].param.device();
-      LIERE_ENSURE((!gate.loss.defined() || gate.loss.device() == dev) &&
-                       (!gate.sumsq.defined() || gate.sumsq.device() == dev),
-                   "Adam: '" << states_[i].param.name() << "' is on " << to_string(dev)
-                             << ", its gate on another device (the gate is read where the update runs)");
       ts.clear();
       for (; i < states_.size() && states_[i].param.device() == dev; ++i) {
         const State& s = states_[i];
