@@ -10,6 +10,7 @@
 #
 #   machine.txt          the GPU, driver, CUDA, PyTorch, CPU, kernel
 #   test_cuda.log        test_cuda: every case, its duration, and the largest scaled error of each case; then the
+#                        cases whose copies the staging buffers change, with LIERE_CUDA_STAGING=1; then the
 #                        ViT-step parity case again with the CPU's tables by the device's method
 #                        (LIERE_TABLE_METHOD=polynomial): which differences the table algorithm makes
 #   gpu_compare.jsonl    liere against PyTorch eager (bench/torch_vit_gpu.py) on the same GPU, one run:
@@ -105,6 +106,15 @@ if part tests; then
   echo "test_cuda exit status $rc"
   # 77: every case that ran passed, and some part was skipped (the device lacks bf16 or cuDNN: the log's
   # "skipped" lines say which); anything else but 0 failed.
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
+  # The copies of these cases through the pinned staging buffers (off by default): attention's key masks, the
+  # optimizer's and checkpoints' copies, a short training run, the trainer's program.
+  stamp "test_cuda with LIERE_CUDA_STAGING=1: masks, optimizer, one wait, checkpoints, train_cifar"
+  LIERE_CUDA_STAGING=1 LIERE_TEST_TRAIN_CIFAR=$train timeout 120 "$test_cuda" \
+    "cuda: attention on its own*,cuda: flash attention matches*,cuda: Adam*,cuda: a step with one wait*,cuda: train_cifar*" \
+    2>&1 | tee -a "$out/test_cuda.log"
+  rc=${PIPESTATUS[0]}
+  echo "test_cuda (staged copies) exit status $rc"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
   stamp "test_cuda ViT step, CPU tables by the polynomial method"
   LIERE_TABLE_METHOD=polynomial timeout 60 "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"

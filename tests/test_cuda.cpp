@@ -155,18 +155,21 @@ void perturb(const nn::Params& params, std::uint64_t seed) {
   }
 }
 
-// One training step of the ViT of `cfg` (seed 11, perturbed by seed 12) on `dev`, on three fixed inputs: the
-// logits, every parameter's gradient (and name) and every layer's attention map (kept after the backward).
+// One training step of the ViT of `cfg` (seed 11, perturbed by seed 12) on `dev`, on `batch` fixed inputs (three
+// unless given): the logits, every parameter's gradient (and name) and every layer's attention map (kept after the
+// backward).
 struct VitStep {
   std::vector<float> logits;
   std::vector<std::vector<float>> grads, maps;
   std::vector<std::string> names;
 };
-VitStep vit_step(const nn::VitConfig& cfg, Device dev) {
-  Shape xs{3, cfg.channels};
+VitStep vit_step(const nn::VitConfig& cfg, Device dev, int batch = 3) {
+  Shape xs{batch, cfg.channels};
   for (int d : cfg.image) xs.push_back(d);
   const std::vector<float> x = randn(xs.numel(), 5);
-  const std::vector<int> y = {1, 4, 0};
+  std::vector<int> y = {1, 4, 0};
+  y.resize(std::size_t(batch));
+  for (int i = 3; i < batch; ++i) y[std::size_t(i)] = (7 * i) % cfg.classes;
   nn::Params params;
   nn::Vit model(params, cfg, 11);
   perturb(params, 12);
@@ -234,12 +237,16 @@ TEST_CASE("cuda: elementwise, token and loss ops match the CPU", "[cuda][parity]
            [](Tape& t, auto& v) { return ops::patch_embed(t, v[0], v[1], v[2]); });
   for (double smoothing : {0.0, 0.1}) {
     const std::vector<int> labels = {3, 0, 99, 42, 7};
+    std::vector<std::vector<float>> rows;  // the per-sample losses, the CPU's then the device's
     check_op("cross_entropy", {{5, 100}}, [&](Tape& t, auto& v) {
-      std::vector<float> rows;
-      Var l = ops::cross_entropy(t, v[0], labels, smoothing, &rows);
-      REQUIRE(rows.size() == 5);
+      rows.emplace_back();
+      Var l = ops::cross_entropy(t, v[0], labels, smoothing, &rows.back());
+      REQUIRE(rows.back().size() == 5);
       return l;
     });
+    REQUIRE(rows.size() == 2);
+    INFO("the per-sample losses, smoothing " << smoothing);
+    CHECK_ERR(scaled_err(rows[1], rows[0]), kOpTol);  // each row its own sample's (the mean alone would not tell)
   }
 }
 
@@ -290,20 +297,33 @@ TEST_CASE("cuda: the rotation products as 64 x 64 tiles (set_rotate_tiles) match
   // LieRE-64 at head dim 64: the forward, dx and dR products by k_rotate_tiles and k_rotate_tiles_grad; under
   // --sharing layer the heads of a layer share one table, so dR goes back to the GEMMs (the tile products would
   // race on it) while the forward and dx stay on the tiles.
-  const bool was = cuda::rotate_tiles_on();
-  for (const char* sharing : {"layer-head", "layer"}) {
-    INFO("sharing " << sharing);
+  // The tiles take the place of the GEMMs (set_rotate_gemms on, as by default), which this case turns on itself:
+  // without them it would compare the element kernels with themselves. A batch of 70 is two row tiles (the second
+  // partial) and two chunks of dR's sum a side; --cls skip leaves the CLS token unrotated, so the products start at
+  // the second token (first_rotated 1: the offsets into the packed buffers, the scratch and the tables).
+  const bool was = cuda::rotate_tiles_on(), gemms_were = cuda::rotate_gemms_on();
+  cuda::set_rotate_gemms(true);
+  struct Case {
+    const char* sharing;
+    const char* cls;
+    int batch;
+  };
+  for (const Case& c : {Case{"layer-head", "identity", 3}, Case{"layer", "identity", 3}, Case{"layer-head", "skip", 70},
+                        Case{"layer", "skip", 70}}) {
+    INFO("sharing " << c.sharing << ", cls " << c.cls << ", batch " << c.batch);
     nn::VitConfig cfg = vit_config("liere", 64, 64);
-    cfg.pe.set("sharing", sharing);
-    const VitStep cpu = vit_step(cfg, Device::cpu);
+    cfg.pe.set("sharing", c.sharing);
+    cfg.pe.set("cls", c.cls);
+    const VitStep cpu = vit_step(cfg, Device::cpu, c.batch);
     cuda::set_rotate_tiles(true);
-    const VitStep tiles = vit_step(cfg, Device::cuda);
+    const VitStep tiles = vit_step(cfg, Device::cuda, c.batch);
     cuda::set_rotate_tiles(false);
-    const VitStep gemms = vit_step(cfg, Device::cuda);
+    const VitStep gemms = vit_step(cfg, Device::cuda, c.batch);
     check_vit_step(tiles, cpu, kStepTol);
     check_vit_step(tiles, gemms, kStepTol);
   }
   cuda::set_rotate_tiles(was);
+  cuda::set_rotate_gemms(gemms_were);
 }
 
 TEST_CASE("cuda: Adam/AdamW with clipping, a short training run and checkpoints across devices", "[cuda]") {
@@ -374,8 +394,10 @@ TEST_CASE("cuda: a step with one wait (the norm and the gate on the device) give
   // The trainer's one-wait step (examples/app/trainer.cpp): optim::clip_grad_norm_into leaves Σg² on the device,
   // k_clip_scale_many scales by the coefficient computed there, and Adam's kernel reads its gate there. Against the
   // step that reads the norm (clip_grad_norm, then an ungated step) on the same device: the same sums in the same
-  // order and the same double arithmetic (kernels/clip.hpp), so the same bits, step after step. Then a NaN batch:
-  // the loss and Σg² are NaN, nothing is scaled and the closed gate leaves every weight and moment as it was.
+  // order and the same double arithmetic (kernels/clip.hpp), so the same bits, step after step (three clipped steps,
+  // then one without clipping: the gate on the loss alone). Then the gate closed three ways, each of which must leave
+  // every weight and Adam moment as it was: a NaN batch (the loss and Σg² NaN, nothing scaled), a finite loss with
+  // Σg² = +∞ (the sum's half of the gate alone), a NaN loss without clipping (the loss's half alone).
   nn::VitConfig cfg = vit_config("liere", 4);
   cfg.drop = 0.0;
   Shape xs{8, cfg.channels};
@@ -387,34 +409,47 @@ TEST_CASE("cuda: a step with one wait (the norm and the gate on the device) give
     nn::Vit model(params, cfg, 21);
     params.to(Device::cuda);
     optim::Adam adam(params.all(), optim::adamw_config(3e-3, 0.05));
-    auto step = [&](const std::vector<float>& x, int seed) {
+    // The step's loss; clip: whether the gradients are clipped (to 0.5); gate: the way-1 update's Σg² (sumsq unless
+    // given).
+    auto step = [&](const std::vector<float>& x, int seed, bool clip = true, const TensorT<double>* gate = nullptr) {
       std::vector<int> y(8);
       for (int i = 0; i < 8; ++i) y[i] = (i * 7 + seed) % cfg.classes;
       Tape tape(static_cast<std::uint64_t>(seed));
       Var l = ops::cross_entropy(tape, model.forward(tape, Var(Tensor::from(xs, x, Device::cuda))), y);
       tape.backward(l);
       if (way == 0) {
-        optim::clip_grad_norm(params.all(), 0.5, /*error_if_nonfinite=*/false);
+        if (clip) optim::clip_grad_norm(params.all(), 0.5, /*error_if_nonfinite=*/false);
         adam.step();
       } else {
-        optim::clip_grad_norm_into(params.all(), 0.5, sumsq);
-        adam.step({l.value(), sumsq});
+        if (clip) optim::clip_grad_norm_into(params.all(), 0.5, sumsq);
+        adam.step({l.value(), gate ? *gate : clip ? sumsq : TensorT<double>()});
       }
       params.zero_grad();
       return l.item();
     };
-    for (int s = 0; s < 4; ++s) CHECK(std::isfinite(step(randn(xs.numel(), 1000 + std::uint64_t(s)), s)));
+    for (int s = 0; s < 4; ++s) CHECK(std::isfinite(step(randn(xs.numel(), 1000 + std::uint64_t(s)), s, s < 3)));
     for (const auto& p : params) final_params[way].push_back(p.value().to_vector());
     if (way == 1) {
+      auto state = [&] {  // every weight, m and v
+        std::vector<std::vector<float>> out;
+        for (const auto& st : adam.states()) {
+          out.push_back(st.param.value().to_vector());
+          out.push_back(st.m.to_vector());
+          out.push_back(st.v.to_vector());
+        }
+        return out;
+      };
+      const auto before = state();
       std::vector<float> x = randn(xs.numel(), 2000);
       x[5] = std::numeric_limits<float>::quiet_NaN();
       CHECK(std::isnan(step(x, 9)));
       CHECK_FALSE(std::isfinite(sumsq.to_vector()[0]));
-      std::size_t k = 0;
-      for (const auto& p : params) {
-        INFO(p.name());
-        CHECK(p.value().to_vector() == final_params[1][k++]);
-      }
+      CHECK(state() == before);
+      const TensorT<double> inf = TensorT<double>::from(Shape{1}, std::vector<double>{INFINITY}, Device::cuda);
+      CHECK(std::isfinite(step(randn(xs.numel(), 2001), 10, false, &inf)));
+      CHECK(state() == before);
+      CHECK(std::isnan(step(x, 11, false)));
+      CHECK(state() == before);
     }
   }
   for (std::size_t k = 0; k < final_params[0].size(); ++k) CHECK(final_params[1][k] == final_params[0][k]);
@@ -804,6 +839,43 @@ TEST_CASE("cuda: TF32 matrix products stay within TF32's rounding bound", "[cuda
                                     << " of " << N * OC);
   CHECK(outside == 0);
   CHECK(beyond_fp32 > 0);
+  // gemm's full_float (the rotations' and STRING's transforms' products) stays within float's bound under TF32, for one
+  // product and a strided batch of two, and gives the handle back to TF32 afterwards: the next plain product is TF32
+  // again, also after a STRING ViT step (its transforms' products switch to full float and back); with TF32 off,
+  // full_float changes nothing.
+  const Tensor xd = Tensor::from(Shape{N, K}, x, Device::cuda), wd = Tensor::from(Shape{OC, K}, w, Device::cuda);
+  Tensor yd(Shape{2, N, OC}, Device::cuda);
+  auto beyond = [&](bool full_float, Index count) {  // elements beyond float's bound, over `count` products
+    cuda::gemm(false, true, N, OC, K, 1.f, xd.data(), K, wd.data(), K, 0.f, yd.data(), OC,
+               count > 1 ? GemmBatch{count, 0, 0, N * OC} : GemmBatch{}, full_float);
+    const std::vector<float> got = yd.to_vector();
+    Index n = 0;
+    for (Index c = 0; c < count; ++c)
+      for (Index i = 0; i < N; ++i)
+        for (Index o = 0; o < OC; ++o) {
+          double exact = 0, mag = 0;
+          for (Index k = 0; k < K; ++k) {
+            exact += double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]);
+            mag += std::abs(double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]));
+          }
+          n += std::abs(double(got[std::size_t((c * N + i) * OC + o)]) - exact) > fp32_bound * mag;
+        }
+    return n;
+  };
+  cuda::set_tf32(true);
+  CHECK(beyond(true, 1) == 0);
+  CHECK(beyond(true, 2) == 0);
+  CHECK(beyond(false, 1) > 0);
+  CHECK(beyond(false, 2) > 0);
+  {
+    nn::VitConfig scfg = vit_config("string", 0);
+    const VitStep st = vit_step(scfg, Device::cuda);
+    CHECK(std::all_of(st.logits.begin(), st.logits.end(), [](float v) { return std::isfinite(v); }));
+  }
+  CHECK(beyond(false, 1) > 0);
+  cuda::set_tf32(false);
+  CHECK(beyond(true, 1) == 0);
+  CHECK(beyond(false, 1) == 0);
   // And a ViT training step in TF32 gives the CPU's loss to 1e-2 (relative), with finite gradients.
   nn::VitConfig cfg = vit_config("liere", 4);
   Shape xs{3, cfg.channels};
@@ -1145,10 +1217,15 @@ TEST_CASE("cuda: copies to the device through the staging buffers (set_staged_co
   // ring's eight buffers, each from a host buffer overwritten as soon as the copy returns; and every second copy
   // added on the device into a running sum queued behind it. Both ways: the values, and the sum's bits.
   const bool was = cuda::staged_copies_on();
+  struct Restore {  // the switch as it was, also when a check throws
+    bool on;
+    ~Restore() { cuda::set_staged_copies(on); }
+  } restore{was};
   std::vector<float> sums[2];
   for (int r = 0; r < 2; ++r) {
     cuda::set_staged_copies(r == 1);
     INFO("staged copies " << (r == 1 ? "on" : "off"));
+    const cuda::CopyCounts before = cuda::copy_counts();
     std::vector<Tensor> dst;
     const Index most = Index(1) << 22;
     Tensor sum = Tensor::zeros(Shape{most}, Device::cuda);
@@ -1161,6 +1238,11 @@ TEST_CASE("cuda: copies to the device through the staging buffers (set_staged_co
       if (i % 2 == 0) cuda::Ops::accumulate(dst.back().data(), sum.data(), n);
       std::fill(host.begin(), host.end(), -1.f);
     }
+    // Which way they went: 39 of the 40 are at most 8 MiB (2^22 floats, copy 22, is not), so staged when on.
+    const cuda::CopyCounts after = cuda::copy_counts();
+    INFO("pinned allocations that failed: " << after.pinned_failures - before.pinned_failures);
+    CHECK(after.staged - before.staged == (r == 1 ? 39u : 0u));
+    CHECK(after.plain - before.plain == (r == 1 ? 1u : 40u));
     for (int i = 0; i < 40; ++i) {
       INFO("copy " << i);
       const std::vector<float> v = dst[std::size_t(i)].to_vector();
@@ -1169,6 +1251,35 @@ TEST_CASE("cuda: copies to the device through the staging buffers (set_staged_co
     sums[r] = sum.to_vector();
   }
   CHECK(sums[1] == sums[0]);
+  {
+    // With the device busy (ten products of 4096 × 4096 queued first, tens of milliseconds), so that the copies
+    // really wait in the queue: 24 copies (three times the ring) from one host buffer refilled before each, each
+    // into a tensor of its own — a slot reused before its copy left it would give a later copy's values — and a
+    // fill queued before a copy into the same tensor, which the copy must follow (the kernels' stream).
+    cuda::set_staged_copies(true);
+    const Index big = 4096, n = Index(1) << 16;
+    const Tensor a = Tensor::full(Shape{big, big}, 1e-3f, Device::cuda);
+    Tensor c(Shape{big, big}, Device::cuda);
+    for (int i = 0; i < 10; ++i)
+      cuda::gemm(false, false, big, big, big, 1.f, a.data(), big, a.data(), big, 0.f, c.data(), big);
+    Tensor filled = Tensor::zeros(Shape{n}, Device::cuda);
+    filled.fill(-7.f);
+    std::vector<float> host(std::size_t(n), 3.5f);
+    filled.copy_from(Tensor::wrap(host.data(), Shape{n}));
+    std::vector<Tensor> dst;
+    for (int i = 0; i < 24; ++i) {
+      std::fill(host.begin(), host.end(), float(i));
+      dst.emplace_back(Shape{n}, Device::cuda);
+      dst.back().copy_from(Tensor::wrap(host.data(), Shape{n}));
+    }
+    const std::vector<float> f = filled.to_vector();
+    CHECK(std::count(f.begin(), f.end(), 3.5f) == n);
+    for (int i = 0; i < 24; ++i) {
+      INFO("copy " << i << " behind the products");
+      const std::vector<float> v = dst[std::size_t(i)].to_vector();
+      CHECK(std::count(v.begin(), v.end(), float(i)) == n);
+    }
+  }
   // A ViT step (its batch, labels and the encoding's positions copied to the device) gives the same bits: the step is
   // deterministic (reductions in a fixed order; cuBLAS reproducible on one device and stream).
   VitStep run[2];
@@ -1177,7 +1288,6 @@ TEST_CASE("cuda: copies to the device through the staging buffers (set_staged_co
     run[r] = vit_step(vit_config("liere", 4), Device::cuda);
   }
   check_vit_step(run[1], run[0], 0.0);
-  cuda::set_staged_copies(was);
 }
 
 TEST_CASE("cuda: the flat kernels (set_flat_kernels) give the element kernels' bits", "[cuda][parity]") {

@@ -526,6 +526,13 @@ double Trainer::bench(int steps) {
             << " batch=" << B << " steps=" << steps << " step_ms=" << std::fixed << std::setprecision(1)
             << 1000 * s / steps << " step_cpu_ms=" << 1000 * cpu / steps << " achieved_gflops=" << gflops
             << " peak_rss_mib=" << peak_rss_mib();
+#ifdef LIERE_WITH_CUDA
+  if (device_ == Device::cuda) {  // which way the copies to the device went (LIERE_CUDA_STAGING), the whole run
+    const cuda::CopyCounts cc = cuda::copy_counts();
+    std::cout << " copies_staged=" << cc.staged << " copies_plain=" << cc.plain;
+    if (cc.pinned_failures) std::cout << " pinned_failures=" << cc.pinned_failures;
+  }
+#endif
   if (N > 1)
     std::cout << "\nranks=" << N << " batch_per_rank=" << Bl << " comm_wait_ms=" << std::setprecision(2)
               << 1000 * comm_s / steps << " allreduce_mb_per_step=" << std::setprecision(3) << reducer_->bytes() / 1e6

@@ -136,7 +136,10 @@ struct DeviceGemms {
 // thread block of kTileThreads per product (side, head, token, block: the grid's x, up to 2³¹ − 1) and 64 rows of the
 // batch (y) for the forward and dx, per product of the heads' tables for dR (both sides and every row summed there).
 using Tiles = kernels::TileProducts<kMaxHeads>;
-bool by_tiles(const Rot& r) { return r.by_gemm && g_rotate_tiles && r.block == kernels::kTile; }
+// (An empty batch or no rotated token launches nothing, as the GEMMs' path: a grid of size 0 is a launch error.)
+bool by_tiles(const Rot& r, int B) {
+  return r.by_gemm && g_rotate_tiles && r.block == kernels::kTile && B > 0 && r.tr > 0;
+}
 Tiles tiles_of(const Rot& r, int H, int D, int B) {
   Tiles io;
   for (int h = 0; h < H; ++h) io.m[h] = r.tables[h];
@@ -352,7 +355,7 @@ void Ops::attention_forward(const AttentionCall& a, float* out, AttentionState& 
         LIERE_CUDA_LAUNCH(k_gather_blocks<K>, nk / K, gio, r);
       }))
     LIERE_CUDA_LAUNCH(k_gather, nk, gio, r);
-  if (by_tiles(r)) {
+  if (by_tiles(r, B)) {
     const std::int64_t from = std::int64_t(r.first) * stok, to = std::int64_t(r.first) * D;
     Tiles io = tiles_of(r, H, D, B);
     io.x[0] = {sq + from, sb, stok, D};
@@ -503,7 +506,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     const HeadsLayout xl =
         transformed ? HeadsLayout{std::int64_t(T) * HD, HD} : HeadsLayout{std::int64_t(T) * a.ld, a.ld};
     const float beta = transformed ? 0.f : 1.f;
-    if (by_tiles(r)) {
+    if (by_tiles(r, B)) {
       Tiles io = tiles_of(r, H, D, B);
       io.dx = true;
       io.accumulate = beta != 0.f;
@@ -541,7 +544,7 @@ void Ops::attention_backward(const AttentionCall& a, const float* dout, Attentio
     // then run at once.
     int rotated = 0;
     for (int h = 0; h < H; ++h) rotated += dtables[std::size_t(h)] && r.tables[h];
-    if (by_tiles(r) && d.count == rotated) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, every head in one launch
+    if (by_tiles(r, B) && d.count == rotated) {  // dR(t) += Σ_b dq̂ x̃_qᵀ + dk̂ x̃_kᵀ, every head in one launch
       Tiles io = tiles_of(r, H, D, B);
       for (int h = 0; h < H; ++h) io.dm[h] = dtables[std::size_t(h)];
       const std::int64_t x0 = std::int64_t(r.first) * stok;

@@ -299,11 +299,13 @@ void flash_attention_backward(const AttentionCall& a, const float* dout, Attenti
     LIERE_CUDA_LAUNCH_AS("k_flash_dtables", k_flash_dtables, grid_for(Index(d.count) * rot.table_rows * D * rot.block), kThreads, a.q, a.k,
                        a.ld, dqh, dkh, rot, d, B, T, H, D);
   LIERE_CUDA_LAUNCH_AS("k_flash_unrotate", k_flash_unrotate, grid_for(rows * H), kThreads, a.q, a.k, a.ld, dqh, dkh, rot, dq, dk, B, T, H, D);
-  for (int h = 0; h < H && !dtransforms.empty(); ++h) {  // dP += Σ (Rᵀ dŷ) xᵀ, heads in order (they may share P)
+  // dP += Σ (Rᵀ dŷ) xᵀ, heads in order (they may share P), in full float under TF32 as the unfused path's
+  // transforms (attention.cu) and the kernel's P·x here
+  for (int h = 0; h < H && !dtransforms.empty(); ++h) {
     float* dP = dtransforms[std::size_t(h)];
     if (!dP || !rot.transforms[h]) continue;
-    gemm(true, false, D, D, rows, 1.f, dqh + h * D, HD, a.q + h * D, a.ld, 1.f, dP, D);
-    gemm(true, false, D, D, rows, 1.f, dkh + h * D, HD, a.k + h * D, a.ld, 1.f, dP, D);
+    gemm(true, false, D, D, rows, 1.f, dqh + h * D, HD, a.q + h * D, a.ld, 1.f, dP, D, {}, true);
+    gemm(true, false, D, D, rows, 1.f, dkh + h * D, HD, a.k + h * D, a.ld, 1.f, dP, D, {}, true);
   }
 }
 

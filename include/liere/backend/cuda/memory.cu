@@ -185,6 +185,7 @@ struct Staging {
   StagingSlot slots[kStagingSlots];
   int next = 0;
 };
+std::atomic<std::uint64_t> g_copies_staged{0}, g_copies_plain{0}, g_pinned_failures{0};
 Staging& staging() {
   static Staging* s = new Staging;
   return *s;
@@ -193,11 +194,13 @@ Staging& staging() {
 
 void set_staged_copies(bool on) { g_staged = on; }
 bool staged_copies_on() { return g_staged; }
+CopyCounts copy_counts() { return {g_copies_staged.load(), g_copies_plain.load(), g_pinned_failures.load()}; }
 
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   if (!g_staged || bytes > kStagingLargest) {
     LIERE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    ++g_copies_plain;
     return;
   }
   Staging& st = staging();
@@ -206,24 +209,26 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   st.next = (st.next + 1) % kStagingSlots;
   if (s.done) LIERE_CUDA_CHECK(cudaEventSynchronize(s.done));  // its last copy has left the buffer
   else LIERE_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
-  if (s.capacity < bytes) {
-    if (s.host) LIERE_CUDA_CHECK(cudaFreeHost(s.host));
-    s.host = nullptr;
-    s.capacity = 0;
+  if (s.capacity < bytes) {  // a larger buffer first; the slot keeps its own until it has one
     std::size_t cap = kStagingSmallest;
     while (cap < bytes) cap *= 2;
-    if (cudaHostAlloc(&s.host, cap, cudaHostAllocPortable) != cudaSuccess) {  // no pinned memory left: the plain way
+    void* grown = nullptr;
+    if (cudaHostAlloc(&grown, cap, cudaHostAllocPortable) != cudaSuccess) {  // no pinned memory left: the plain way
       cudaGetLastError();
-      s.host = nullptr;
       LIERE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+      ++g_copies_plain, ++g_pinned_failures;
       return;
     }
+    void* old = s.host;
+    s.host = grown;
     s.capacity = cap;
+    if (old) LIERE_CUDA_CHECK(cudaFreeHost(old));  // its last copy has completed (the event above)
   }
   std::memcpy(s.host, src, bytes);
   // Stream 0, where the kernels are launched: ordered after the work queued before it, before the work after it.
   LIERE_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, 0));
   LIERE_CUDA_CHECK(cudaEventRecord(s.done, 0));
+  ++g_copies_staged;
   if (sync_launches()) synchronize();
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <liere/core/device.hpp>
 #include <liere/core/precision.hpp>
 #include <string>
@@ -103,6 +104,13 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void set_staged_copies(bool on);
 bool staged_copies_on();
+// Host-to-device copies since the process started, by the way they went: staged (pinned buffer, cudaMemcpyAsync),
+// plain (cudaMemcpy: staging off, or above 8 MiB) and pinned_failures (staging on, no pinned memory left: plain). For
+// a test that the staged way ran, and for a side by side that says which way its copies went.
+struct CopyCounts {
+  std::uint64_t staged = 0, plain = 0, pinned_failures = 0;
+};
+CopyCounts copy_counts();
 
 // Waits for every queued kernel; throws a liere::Error naming the first asynchronous failure.
 void synchronize();
