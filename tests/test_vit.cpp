@@ -235,16 +235,17 @@ TEST_CASE("ViT: per-layer sharing gives each layer its own parameters and gradie
 }
 
 TEST_CASE("ViT: forwards between a forward and its backward leave its gradients as they were", "[vit]") {
-  // Each attention layer keeps what its backward reads (the rotated q, k and the probabilities) in a cache; a forward
-  // without gradients on other images (an evaluation), or a second forward with gradients, before the first one's
-  // backward must not change the first one's gradients: bit for bit the gradients of the undisturbed step, for
-  // every parameter, with and without rotations (abs, LieRE).
-  for (const std::string pe : {"absolute", "liere"}) {
+  // Each attention layer keeps what its backward reads (the rotated q, k and the probabilities) in a cache, and the
+  // encoding's rows per set follow the last grid; a forward without gradients on other images (an evaluation, also
+  // at another size), or a second forward with gradients, before the first one's backward must not change the first
+  // one's gradients: bit for bit the gradients of the undisturbed step, for every parameter, with and without
+  // rotations and transforms. (Before: other gradients, silently; at another size a heap overflow.)
+  for (const std::string pe : {"absolute", "liere", "string"}) {
     INFO(pe);
     const VitConfig c = small_config(pe);
-    const Batch b = random_batch(c, 2, 3), other = random_batch(c, 3, 4);
-    std::vector<std::vector<double>> grads[3];
-    for (int variant = 0; variant < 3; ++variant) {
+    const Batch b = random_batch(c, 2, 3), other = random_batch(c, 3, 4), larger = random_batch(c, 3, 5, {16, 16});
+    std::vector<std::vector<double>> grads[4];
+    for (int variant = 0; variant < 4; ++variant) {
       Params<double> params;
       Vit<double> model(params, c, 1);
       perturb(params, 2);
@@ -256,12 +257,16 @@ TEST_CASE("ViT: forwards between a forward and its backward leave its gradients 
         (void)model.forward(t2, liere::VarT<double>(other.x));
       } else if (variant == 2) {
         (void)liere::ops::cross_entropy(t2, model.forward(t2, liere::VarT<double>(other.x)), other.y);
+      } else if (variant == 3) {
+        auto _ = t2.no_grad();
+        (void)model.forward(t2, liere::VarT<double>(larger.x));
       }
       tape.backward(loss);
       for (const auto& p : params) grads[variant].emplace_back(p.grad().data(), p.grad().data() + p.numel());
     }
     CHECK(grads[1] == grads[0]);
     CHECK(grads[2] == grads[0]);
+    CHECK(grads[3] == grads[0]);
   }
 }
 

@@ -58,9 +58,18 @@ VarT<S> attention(TapeT<S>& tape, const VarT<S>& qkv, int heads, const PositionE
       const bool want_rot = pe && enc.tables.requires_grad();
       std::vector<HeadRotationGrad<S>> drot;
       if (want_rot) {
-        const Shape& ts = enc.tables.shape();
-        drot = pe->rotation_grads(layer, {enc.tables.grad_ref().acc(), int(ts[0]), s.head_dim, int(ts[2])},
-                                  enc.transforms.defined() ? enc.transforms.grad_ref().acc() : nullptr);
+        // Each head's gradient views lie where its table and transform views of this forward (rot) lie in the
+        // tables and transforms: the geometry of this forward, not the encoding's now (a forward on another grid
+        // before this backward changes the encoding's rows per set).
+        S* dt = enc.tables.grad_ref().acc();
+        S* dx = enc.transforms.defined() ? enc.transforms.grad_ref().acc() : nullptr;
+        for (const HeadRotation<S>& h : rot.heads) {
+          HeadRotationGrad<S> g;
+          if (h.table)
+            g.dtable = {dt + (h.table.data - enc.tables.data()), h.table.tokens, h.table.head_dim, h.table.block};
+          if (h.transform && dx) g.dtransform = dx + (h.transform - enc.transforms.data());
+          drot.push_back(g);
+        }
       }
       std::span<const std::uint8_t> m(mask);
       S* dk = dq ? dq + C : nullptr;
