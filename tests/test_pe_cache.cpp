@@ -277,25 +277,27 @@ TEST_CASE("PE parameters: encoding() shows the parameter as it is, and writes th
   CHECK(gen.value().to_vector() == trained);
 }
 
-TEST_CASE("PE parameters: a pending backward takes the generators of its forward, whatever happens to them before it",
+TEST_CASE("PE parameters: a pending backward takes the parameters of its forward, whatever happens to them before it",
           "[pe]") {
-  // The kinds whose generators are their parameters: the tables op reads them on their device. A backward that runs
-  // after the parameter changed (a write to it, a write through encoding() that a forward without gradients
-  // applies) must still give the gradient of the forward it belongs to, bit for bit.
-  for (const std::string pe : {"liere", "rope-mixed"}) {
+  // The kinds whose generators are their parameters (liere, rope-mixed: the tables op reads them on their device)
+  // and those whose backward goes through their parameters' values (ComRoPE-LD's θ·S chain, STRING's Cayley map):
+  // a backward that runs after a parameter changed (a write to it, a write through encoding() that a forward without
+  // gradients applies) must still give the gradients of the forward it belongs to, bit for bit.
+  for (const std::string pe : {"liere", "rope-mixed", "comrope-ld", "string"}) {
     INFO(pe);
-    const auto cfg = small_config(pe, 4);
+    auto cfg = small_config(pe, 4);
+    if (pe == "comrope-ld") cfg.pe.set("block", "4");
     const Tensor x = random_images(cfg, 2, 5);
-    std::vector<S> grads[3];
+    std::vector<std::vector<S>> grads[3];
     for (int variant = 0; variant < 3; ++variant) {
       liere::nn::ParamsT<S> params;
       liere::nn::VitT<S> model(params, cfg, 3);
-      REQUIRE(model.pe().layout().generators_are_params());
-      const auto gp = model.pe().parameters().front();
+      CHECK(model.pe().layout().generators_are_params() == (pe == "liere" || pe == "rope-mixed"));
+      const auto ps = model.pe().parameters();
       Tape tape;
       auto loss = liere::ops::cross_entropy(tape, model.forward(tape, liere::VarT<S>(x)), std::vector<int>{0, 2});
       if (variant == 1) {
-        gp.value().data()[0] += 0.5f;  // in place, after the forward
+        for (const auto& p : ps) p.value().data()[0] += 0.5f;  // in place, after the forward
       } else if (variant == 2) {
         model.pe().encoding().params()[1] -= 0.25f;  // through encoding(), applied by the next forward
         Tape t2;
@@ -303,7 +305,7 @@ TEST_CASE("PE parameters: a pending backward takes the generators of its forward
         (void)model.forward(t2, liere::VarT<S>(x));
       }
       tape.backward(loss);
-      grads[variant] = values(gp.grad());
+      for (const auto& p : ps) grads[variant].push_back(values(p.grad()));
     }
     CHECK(grads[1] == grads[0]);
     CHECK(grads[2] == grads[0]);

@@ -118,10 +118,11 @@ class AttentionT {
     return proj_(tape, a);
   }
 
-  // The attention probabilities (B, H, T, T) of the last forward (copied from the device after a forward there).
-  // On cuda a forward without gradients (no-grad mode) keeps its map only when keep_probs(true) was called before
-  // it; otherwise last_probs() is an error that says so.
-  const AlignedVector<S>& last_probs() const {
+  // The attention probabilities (B, H, T, T) of the last forward (copied from the device after a forward there), a
+  // copy: the layer's cache may go with the next forward (forward). On cuda a forward without gradients (no-grad
+  // mode) keeps its map only when keep_probs(true) was called before it; otherwise last_probs() is an error that
+  // says so.
+  AlignedVector<S> last_probs() const {
     LIERE_ENSURE(!flash_, "Attention::last_probs: this layer runs flash attention, which keeps no attention map "
                           "(build it without flash attention to read maps)");
 #ifdef LIERE_WITH_CUDA

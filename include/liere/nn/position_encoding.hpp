@@ -137,7 +137,10 @@ class PositionEncodingModuleT {
     LIERE_DISPATCH(S, dev, add_broadcast_forward, x.data(), rows.data(), y.data(), R, M);
     if (y.requires_grad()) {
       const PositionEncoding<S>* pe = pe_.get();
-      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, p, R, M, rs, dev, in_place, frozen = frozen_] {
+      // The interpolation of this forward's grid (a forward at another size before this backward replaces the
+      // encoding's).
+      tape.push([gx = x.grad_ref(), gy = y.grad_ref(), pe, interp = pe_->interpolation(), p, R, M, rs, dev, in_place,
+                 frozen = frozen_] {
         const S* dy = gy.get();
         if (!dy) return;
         S* dx = gx.acc();
@@ -149,7 +152,7 @@ class PositionEncodingModuleT {
         LIERE_DISPATCH(S, dev, add_broadcast_backward, dy, dx, drows.data(), R, M);
         const std::vector<S> dh = drows.to_vector();
         std::vector<S> dtable(std::size_t(p.numel()), S(0));
-        pe->absolute_rows_backward(dh.data(), dtable.data());
+        pe->absolute_rows_backward(dh.data(), dtable.data(), *interp);
         accumulate_grad(p, TensorT<S>::wrap(dtable.data(), p.shape()));
       });
     }
@@ -241,9 +244,11 @@ class PositionEncodingModuleT {
     } else if (e.tables.requires_grad()) {
       PositionEncoding<S>* pe = pe_.get();
       // The generators and positions this forward used (on the device), for the op's backward there; only the
-      // generators' gradient (a few kB) comes back to the host, where the encoding's parameters live.
-      tape.push([pe, gt = e.tables.grad_ref(), gx = e.transforms.grad_ref(), xs, device, sh = table_shape(),
-                 gens = gens_, pos = positions_] {
+      // generators' gradient (a few kB) comes back to the host, where the encoding's parameters live, and goes to
+      // them through the parameter values of this forward (a copy: ComRoPE-LD's chain and STRING's Cayley map read
+      // them).
+      tape.push([pe, at = std::make_shared<const ParamStore<S>>(pe_->param_store()), gt = e.tables.grad_ref(),
+                 gx = e.transforms.grad_ref(), xs, device, sh = table_shape(), gens = gens_, pos = positions_] {
         const S* dt = gt.get();
         const S* dx = gx.get();
         if (!dt && !dx) return;
@@ -253,7 +258,7 @@ class PositionEncodingModuleT {
         if (!dgens.on_host()) dgens = dgens.to(Device::cpu);
         TensorT<S> dxh;
         if (dx) dxh = TensorT<S>::wrap(const_cast<S*>(dx), xs, device).to(Device::cpu);
-        pe->generators_backward(std::span<const S>(dgens.data(), std::size_t(gs.numel())),
+        pe->generators_backward(*at, std::span<const S>(dgens.data(), std::size_t(gs.numel())),
                                 dx ? std::span<const S>(dxh.data(), std::size_t(xs.numel())) : std::span<const S>());
       });
     }

@@ -120,13 +120,22 @@ class PositionEncoding {
   // grads() += d loss / d params given d loss / d (effective generators) (the op's backward) and the transforms'
   // gradients (sets, D, D; empty when the kind has none).
   void generators_backward(std::span<const Scalar> dgenerators, std::span<const Scalar> dtransforms) {
+    generators_backward(params_, dgenerators, dtransforms);
+  }
+  // The same through the parameter values `at` (a copy of param_store() taken at the forward: the engine's backward
+  // keeps its forward's values, whatever is written to the parameters before it runs).
+  void generators_backward(const ParamStore<Scalar>& at, std::span<const Scalar> dgenerators,
+                           std::span<const Scalar> dtransforms) {
     if (!rotary() || !cfg_.info().learnable) return;
     LIERE_ENSURE(dgenerators.size() == effective_.size(), "PositionEncoding::generators_backward: "
                                                               << dgenerators.size() << " values, expected "
                                                               << effective_.size());
-    kind_->effective_backward(params_, context(), dgenerators, grads());
-    if (has_transforms() && !dtransforms.empty()) kind_->transforms_backward(params_, context(), dtransforms, grads());
+    LIERE_ENSURE(at.size() == params_.size(), "PositionEncoding::generators_backward: parameter values of "
+                                                  << at.size() << ", expected " << params_.size());
+    kind_->effective_backward(at, context(), dgenerators, grads());
+    if (has_transforms() && !dtransforms.empty()) kind_->transforms_backward(at, context(), dtransforms, grads());
   }
+  const ParamStore<Scalar>& param_store() const { return params_; }
 
   // ---- forward and backward, storage given -----------------------------------------------------------
   // The rotation tables of every set for the current positions into `tables` (host memory, table_rows() rows,
@@ -166,11 +175,17 @@ class PositionEncoding {
   void absolute_rows_backward(const Scalar* drows) { absolute_rows_backward(drows, grads().data()); }
   // The same from the values in `table` (the layout of params()) and into `dtable` (+=).
   void absolute_rows(const Scalar* table, Scalar* rows) const;
-  void absolute_rows_backward(const Scalar* drows, Scalar* dtable) const;
+  void absolute_rows_backward(const Scalar* drows, Scalar* dtable) const {
+    absolute_rows_backward(drows, dtable, *interp_);
+  }
+  // The grid's interpolation of the table (the training grid's: the identity), replaced (not changed) by set_grid:
+  // a backward that keeps the one of its forward takes that forward's rows back to the table with it.
+  std::shared_ptr<const GridInterpolation> interpolation() const { return interp_; }
+  void absolute_rows_backward(const Scalar* drows, Scalar* dtable, const GridInterpolation& interp) const;
   // Whether the rows are the table itself (the training grid, and a CLS row wherever there is a CLS token): the
   // engine then adds the parameter to the tokens as it is, on its device (nn/position_encoding.hpp).
   bool absolute_rows_are_table() const {
-    return additive() && (!geo_.cls || cfg_.cls != ClsPolicy::skip) && interp_.is_identity() &&
+    return additive() && (!geo_.cls || cfg_.cls != ClsPolicy::skip) && interp_->is_identity() &&
            std::size_t(tokens()) * std::size_t(geo_.embed_dim) == params_.size();
   }
   // Plain buffers: x (B, T, C) += the rows, and its backward from dx (B, T, C).
@@ -205,7 +220,7 @@ class PositionEncoding {
   std::vector<int> grid_;
   int patches_ = 0, rows_per_set_ = 0, first_rotated_ = 0;
   std::uint64_t positions_version_ = 0;
-  GridInterpolation interp_;
+  std::shared_ptr<const GridInterpolation> interp_ = std::make_shared<const GridInterpolation>();
 };
 
 template <class Scalar>
@@ -235,7 +250,8 @@ void PositionEncoding<Scalar>::set_grid(const std::vector<int>& grid) {
   const std::vector<int>& train = geo_.train_grid.empty() ? grid : geo_.train_grid;
   grid_ = grid;
   set_patch_positions(grid_positions(grid, train, cfg_.position_unit(), cfg_.resolution), 1);
-  if (additive()) interp_ = GridInterpolation::for_grids(train, grid);
+  if (additive())
+    interp_ = std::make_shared<const GridInterpolation>(GridInterpolation::for_grids(train, grid));
 }
 
 template <class Scalar>
@@ -324,16 +340,17 @@ void PositionEncoding<Scalar>::absolute_rows(const Scalar* table, Scalar* rows) 
   const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
   const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
   for (int i = 0; i < first * c; ++i) rows[i] = cls_row ? table[i] : Scalar(0);
-  interp_.apply(table + (cls_row ? c : 0), rows + std::size_t(first) * c, c);
+  interp_->apply(table + (cls_row ? c : 0), rows + std::size_t(first) * c, c);
 }
 
 template <class Scalar>
-void PositionEncoding<Scalar>::absolute_rows_backward(const Scalar* drows, Scalar* g) const {
+void PositionEncoding<Scalar>::absolute_rows_backward(const Scalar* drows, Scalar* g,
+                                                       const GridInterpolation& interp) const {
   const int c = geo_.embed_dim, first = geo_.cls ? 1 : 0;
   const bool cls_row = geo_.cls && cfg_.cls != ClsPolicy::skip;
   if (cls_row)
     for (int i = 0; i < c; ++i) g[i] += drows[i];
-  interp_.apply_backward(drows + std::size_t(first) * c, g + (cls_row ? c : 0), c);
+  interp.apply_backward(drows + std::size_t(first) * c, g + (cls_row ? c : 0), c);
 }
 
 template <class Scalar>
