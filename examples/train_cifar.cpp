@@ -257,7 +257,7 @@ app::TrainData training_data(const Setup& s, const data::ImageSet& train) {
     for (int i = 0; i < count; ++i) {
       const int idx = perm[std::size_t(step) * B + first + i];
       std::mt19937_64 g(liere::mix_seed(seed, 2, std::uint64_t(epoch) * train.n + std::uint64_t(idx)));
-      std::vector<std::uint8_t> img(per), tmp(per);
+      std::vector<std::uint8_t> img(per);
       if (folder) {  // decoded now; RandomResizedCrop, flip, RandAugment, or the central crop for --augment none
         try {
           if (d.augment == "none") {

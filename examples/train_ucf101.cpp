@@ -210,6 +210,8 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
             << t.dry_run_line() << "\n";
   const data::Ucf101& tr = *d.train;
   const std::size_t bytes = tr.clip_bytes(), plane = bytes / 3;
+  // The clips' bytes, for the training fills (on the loader thread with --prefetch) and the evaluation's: fit never
+  // evaluates while a fill runs (nothing is filled ahead at an epoch's last step), so one buffer serves both.
   std::vector<std::uint8_t> px(bytes * std::size_t(std::max(opt.batch, opt.eval_batch)));
   std::vector<int> perm, idx(std::size_t(opt.batch));
   int perm_epoch = -1;
@@ -266,7 +268,9 @@ VideoRun train_one(const nn::VitConfig& cfg, const app::TrainOptions& opt, const
   std::cerr << "training data" << (app::Comm::world().distributed() ? " (rank 0's share)" : "") << ": " << loaded
             << " clips loaded in " << std::fixed << std::setprecision(2) << load_s
             << " s (" << std::setprecision(1) << loaded / std::max(1e-9, load_s) << " clips/s, "
-            << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time); the trainer consumed "
+            << 100 * load_s / std::max(1e-9, run.train_seconds) << "% of the training time"
+            << (opt.prefetch_on(t.device()) ? ", overlapped with the steps by the loader thread" : "")
+            << "); the trainer consumed "
             << run.clips_per_s << " clips/s; training-set cache so far: " << cs.hits << " hits, " << cs.misses << " misses, " << cs.writes
             << " writes\n"
             << std::defaultfloat;

@@ -433,6 +433,27 @@ TEST_CASE("trainer: --prefetch fills the next batch on a loader thread: the same
   std::cerr.clear();
   CHECK(failing.size() == 6);
   CHECK_FALSE(failing.back().main_thread);
+  CHECK(t.optimizer_steps() == 5);  // the five steps before it trained
+  // A batch shape that cannot be had (size_at throws for epoch 0, step 2): the same stop at the same step both ways,
+  // after steps 0 and 1 (with the loader, step 1 asked for step 2's shape first: that must not stop it early).
+  for (const char* prefetch : {"on", "off"}) {
+    INFO("prefetch " << prefetch);
+    std::vector<Call> calls;
+    app::TrainData d = sized(&calls, {-1, -1});
+    const auto size_at = d.size_at;
+    d.size_at = [size_at](int epoch, std::int64_t s) {
+      if (epoch == 0 && s == 2) throw Error("no size for step 3");
+      return size_at(epoch, s);
+    };
+    app::TrainOptions po = options(2);
+    po.prefetch = prefetch;
+    app::Trainer pt(tiny("liere"), po, "synthetic");
+    std::cerr.setstate(std::ios::failbit);
+    CHECK_THROWS_WITH(pt.fit(d, eval_set(), false), Catch::Contains("no size for step 3"));
+    std::cerr.clear();
+    CHECK(pt.optimizer_steps() == 2);
+    CHECK(calls.size() == 2);
+  }
   o.prefetch = "sometimes";
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("--prefetch sometimes: allowed: auto, on, off"));
   o.prefetch = "auto";

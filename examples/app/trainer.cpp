@@ -131,7 +131,8 @@ void TrainOptions::add_flags(Flags& f) {
   f.add("prefetch", &prefetch,
         "auto, on or off: a loader thread fills step s + 1's batch while step s runs, with --threads OpenMP threads "
         "of its own (auto: on with --device cuda, where the host otherwise fills it while the GPU waits; off on the "
-        "CPU, whose threads the step keeps busy). The batches, and so the run, are the same either way");
+        "CPU, whose threads the step keeps busy). The batches, and so the run, are the same either way. With "
+        "OMP_PROC_BIND set the loader inherits the main thread's core");
   f.section("Files");
   f.add("save", &save, "checkpoint written atomically after every epoch (safetensors)", "PATH");
   f.add("resume", &resume, "continue from a checkpoint of the same model and encoding", "PATH");
@@ -668,12 +669,13 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     for (int d : data.size_at ? data.size_at(epoch, s) : data.size.empty() ? cfg_.image : data.size) xs.push_back(d);
     return xs;
   };
-  // Two batch buffers: step s trains on one while, with a loader thread (--prefetch), step s + 1's batch is filled
-  // into the other. The epoch's first batch is filled on the spot (nothing runs beside the evaluation and the
-  // checkpoint between epochs); a fill's error surfaces at the step that needed its batch.
+  // With a loader thread (--prefetch), two batch buffers: step s trains on one while step s + 1's batch is filled
+  // into the other (without, the first alone). The epoch's first batch is filled on the spot (nothing runs beside the
+  // evaluation and the checkpoint between epochs); a fill's error (or the batch shape's, data.size_at) surfaces at
+  // the step that needed its batch, after the steps before it.
   const bool prefetch = opt_.prefetch_on(device_);
-  Tensor xb[2] = {Tensor(batch_shape(start_epoch, 0)), Tensor(batch_shape(start_epoch, 0))};
-  std::vector<int> yb[2] = {std::vector<int>(std::size_t(Bl)), std::vector<int>(std::size_t(Bl))};
+  Tensor xb[2] = {Tensor(batch_shape(start_epoch, 0)), Tensor()};
+  std::vector<int> yb[2] = {std::vector<int>(std::size_t(Bl)), std::vector<int>(prefetch ? std::size_t(Bl) : 0)};
   auto fill = [&](int slot, int epoch, std::int64_t s) {
     data.fill(epoch, s, B, first, Bl, xb[slot].data(), yb[slot].data());
   };
@@ -687,7 +689,7 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
     const auto t0 = std::chrono::steady_clock::now();
     for (std::int64_t s = 0; s < spe; ++s) {
       const std::int64_t global = std::int64_t(epoch) * spe + s;
-      const int cur = int(s % 2);
+      const int cur = prefetch ? int(s % 2) : 0;
       // The buffers take the batch's shape on this thread (the loader only writes into them).
       auto shape_for = [&](int slot, std::int64_t step) {
         const Shape xs = batch_shape(epoch, step);
@@ -697,8 +699,15 @@ EvalResult Trainer::fit(const TrainData& data, const EvalData& test, bool eval_e
       try {
         if (next.valid()) next.get();  // step s's batch, filled while step s − 1 ran
         else shape_for(cur, s), fill(cur, epoch, s);
+        bool shaped = false;
         if (prefetch && s + 1 < spe) {
-          shape_for(1 - cur, s + 1);
+          try {  // a shape that cannot be had is step s + 1's error: it asks again there, on this thread
+            shape_for(1 - cur, s + 1);
+            shaped = true;
+          } catch (const std::exception&) {
+          }
+        }
+        if (shaped) {
           next = std::async(std::launch::async, [&, epoch, s, slot = 1 - cur] {
             omp_set_num_threads(opt_.threads);  // a new thread's OpenMP default is every core
             fill(slot, epoch, s + 1);
