@@ -821,20 +821,22 @@ TEST_CASE("cuda: TF32 matrix products stay within TF32's rounding bound", "[cuda
   // sums), while TF32's rounded inputs put most elements beyond that here (numpy, these shapes, 2026-11-27: 59% with
   // the inputs rounded to nearest, 84% truncated; 0% for float products).
   const double fp32_bound = double(K) * std::ldexp(1.0, -24);
+  std::vector<double> exact(std::size_t(N * OC), 0.0), mag(std::size_t(N * OC), 0.0);  // in double, and Σ|x||w|
+  for (Index i = 0; i < N; ++i)
+    for (Index o = 0; o < OC; ++o)
+      for (Index k = 0; k < K; ++k) {
+        const double p = double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]);
+        exact[std::size_t(i * OC + o)] += p;
+        mag[std::size_t(i * OC + o)] += std::abs(p);
+      }
   Index outside = 0, beyond_fp32 = 0;
   double worst = 0;
-  for (Index i = 0; i < N; ++i)
-    for (Index o = 0; o < OC; ++o) {
-      double exact = 0, mag = 0;
-      for (Index k = 0; k < K; ++k) {
-        exact += double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]);
-        mag += std::abs(double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]));
-      }
-      const double e = std::abs(double(yv[std::size_t(i * OC + o)]) - exact);
-      outside += e > bound * mag;
-      beyond_fp32 += e > fp32_bound * mag;
-      worst = std::max(worst, e / mag);
-    }
+  for (std::size_t e = 0; e < exact.size(); ++e) {
+    const double err = std::abs(double(yv[e]) - exact[e]);
+    outside += err > bound * mag[e];
+    beyond_fp32 += err > fp32_bound * mag[e];
+    worst = std::max(worst, err / mag[e]);
+  }
   INFO("worst error over Σ|x||w|: " << worst << " (bound " << bound << "); beyond float's own bound: " << beyond_fp32
                                     << " of " << N * OC);
   CHECK(outside == 0);
@@ -851,15 +853,8 @@ TEST_CASE("cuda: TF32 matrix products stay within TF32's rounding bound", "[cuda
     const std::vector<float> got = yd.to_vector();
     Index n = 0;
     for (Index c = 0; c < count; ++c)
-      for (Index i = 0; i < N; ++i)
-        for (Index o = 0; o < OC; ++o) {
-          double exact = 0, mag = 0;
-          for (Index k = 0; k < K; ++k) {
-            exact += double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]);
-            mag += std::abs(double(x[std::size_t(i * K + k)]) * double(w[std::size_t(o * K + k)]));
-          }
-          n += std::abs(double(got[std::size_t((c * N + i) * OC + o)]) - exact) > fp32_bound * mag;
-        }
+      for (std::size_t e = 0; e < exact.size(); ++e)
+        n += std::abs(double(got[std::size_t(c) * exact.size() + e]) - exact[e]) > fp32_bound * mag[e];
     return n;
   };
   cuda::set_tf32(true);
