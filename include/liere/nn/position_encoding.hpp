@@ -247,7 +247,7 @@ class PositionEncodingModuleT {
       // generators' gradient (a few kB) comes back to the host, where the encoding's parameters live, and goes to
       // them through the parameter values of this forward (a copy: ComRoPE-LD's chain and STRING's Cayley map read
       // them).
-      tape.push([pe, at = std::make_shared<const ParamStore<S>>(pe_->param_store()), gt = e.tables.grad_ref(),
+      tape.push([pe, at = std::make_shared<const ParamStore<S>>(pe_->param_store().values_only()), gt = e.tables.grad_ref(),
                  gx = e.transforms.grad_ref(), xs, device, sh = table_shape(), gens = gens_, pos = positions_] {
         const S* dt = gt.get();
         const S* dx = gx.get();

@@ -114,13 +114,14 @@ class AdamT {
                                                                      << gate.loss.shape());
     LIERE_ENSURE(!gate.sumsq.defined() || gate.sumsq.numel() == 1, "Adam: the gate's sum of squares is one value, got "
                                                                        "shape " << gate.sumsq.shape());
-    for (const State& s : states_) {
-      const Device dev = s.param.device();
-      LIERE_ENSURE((!gate.loss.defined() || gate.loss.device() == dev) &&
-                       (!gate.sumsq.defined() || gate.sumsq.device() == dev),
-                   "Adam: '" << s.param.name() << "' is on " << to_string(dev)
-                             << ", its gate on another device (the gate is read where the update runs)");
-    }
+    if (gate.loss.defined() || gate.sumsq.defined())
+      for (const State& s : states_) {
+        const Device dev = s.param.device();
+        LIERE_ENSURE((!gate.loss.defined() || gate.loss.device() == dev) &&
+                         (!gate.sumsq.defined() || gate.sumsq.device() == dev),
+                     "Adam: '" << s.param.name() << "' is on " << to_string(dev)
+                               << ", its gate on another device (the gate is read where the update runs)");
+      }
     ++step_;
     const double bc1 = 1.0 - std::pow(cfg_.beta1, double(step_));
     const double bc2_sqrt = std::sqrt(1.0 - std::pow(cfg_.beta2, double(step_)));

@@ -78,6 +78,13 @@ class ParamStore {
   std::span<const Scalar> values(std::size_t g) const { return values().subspan(groups_[g].offset, groups_[g].size); }
   std::span<Scalar> grads(std::size_t g) { return grads().subspan(groups_[g].offset, groups_[g].size); }
   std::size_t size() const { return values_.size(); }
+  // The groups and values without a gradient buffer (grads() empty): what a backward reads of its forward's values.
+  ParamStore values_only() const {
+    ParamStore c;
+    c.groups_ = groups_;
+    c.values_ = values_;
+    return c;
+  }
 
  private:
   std::vector<Group> groups_;
