@@ -8,7 +8,8 @@ PyTorch's torch.autocast('cuda', dtype=torch.bfloat16)) it runs liere's
 the rotation tables) and PyTorch's `bench/torch_vit_gpu.py --precision P`, and writes everything to --json: a first
 line with the command, the dates and the machine (CPU, GPU, driver, CUDA, torch, liere's commit), then one line per
 run (each with "precision" and, as before, "tf32"). It prints the table as bench/README.md shows it (img/s; liere
-with the first --threads value, the second in parentheses; a column per implementation and precision).
+with the first --threads value, the second in parentheses; a column per implementation and precision), then the
+ratios: liere / PyTorch, and each encoding / abs on liere's side. --deadline-s holds it to a GPU lease's share.
 
   python3 bench/gpu_compare.py --build-dir build --json bench/results/gpu_<date>.jsonl
   python3 bench/gpu_compare.py --build-dir build --models tiny --enc liere8 --steps 5 --json /tmp/g.jsonl  # smoke
@@ -57,16 +58,16 @@ def machine(args) -> dict:
             "liere_commit": sh(["git", "-C", HERE, "describe", "--always", "--dirty", "--abbrev=12"])}
 
 
-def run_liere(args, model, enc, precision, threads) -> dict:
+def run_liere(args, model, enc, precision, threads, timeout) -> dict:
     cmd = [os.path.join(args.build_dir, "examples", "train_cifar"), "--data", "cifar100", "--model", model,
            "--patch", "4", "--batch", str(args.batch), "--device", args.device, "--bench-steps", str(args.steps),
            "--threads", str(threads), "--precision", precision] + PE_FLAGS[enc]
     t0 = time.time()
     try:
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.run_timeout)
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        res = subprocess.CompletedProcess(cmd, 124, out + f"\n(stopped after --run-timeout {args.run_timeout} s)")
+        res = subprocess.CompletedProcess(cmd, 124, out + f"\n(stopped after {timeout:.0f} s)")
     rec = {"impl": "liere", "model": model, "enc": enc, "tf32": precision == "tf32", "precision": precision,
            "threads": threads, "command": cmd,
            "returncode": res.returncode, "wall_s": round(time.time() - t0, 1)}
@@ -84,16 +85,16 @@ def run_liere(args, model, enc, precision, threads) -> dict:
     return rec
 
 
-def run_torch(args, model, encs, precision) -> list:
+def run_torch(args, model, encs, precision, timeout) -> list:
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as tmp:
         cmd = [args.python, os.path.join(HERE, "torch_vit_gpu.py"), "--enc", ",".join(encs), "--model", model,
                "--steps", str(args.steps), "--batch", str(args.batch), "--precision", precision,
                "--device", args.device, "--json", tmp.name]
         try:
             res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 timeout=4 * args.run_timeout)
+                                 timeout=timeout)
         except subprocess.TimeoutExpired:
-            res = subprocess.CompletedProcess(cmd, 124, f"(stopped after 4 x --run-timeout {args.run_timeout} s)")
+            res = subprocess.CompletedProcess(cmd, 124, f"(stopped after {timeout:.0f} s)")
         recs = [dict(json.loads(l), impl="torch") for l in open(tmp.name) if l.strip()]
     if res.returncode != 0 or not recs:
         # The encodings that finished keep their lines; the rest get one failure record (its output's tail).
@@ -133,6 +134,10 @@ def main() -> int:
     p.add_argument("--run-timeout", type=int, default=300,
                    help="seconds one liere run may take (PyTorch's run of all encodings: 4x) before it is recorded as "
                         "failed (returncode 124) and the next begins [300]")
+    p.add_argument("--deadline-s", type=float, default=0,
+                   help="seconds for the whole comparison (a GPU lease's share): no run starts after it, each run's "
+                        "timeout is cut to what is left, the runs not made are listed as skipped, and the tables are "
+                        "printed from the runs made [0: no limit]")
     a = p.parse_args()
     models, encs = a.models.split(","), a.enc.split(",")
     precisions = [x for x in a.precisions.split(",") if x]
@@ -154,17 +159,36 @@ def main() -> int:
         runs.append(r)
         partial.write(json.dumps(dict(r, type="run")) + "\n")
         partial.flush()
+    skipped = []
+
+    def budget(limit):
+        """The timeout of the next run: limit, cut to what is left of --deadline-s; None: no time is left."""
+        if a.deadline_s <= 0:
+            return limit
+        left = started + a.deadline_s - time.time()
+        return min(limit, left) if left >= 5 else None
     for model in models:
         for prec in precisions:
             for enc in encs:
                 for t in threads:
-                    keep(run_liere(a, model, enc, prec, t))
+                    timeout = budget(a.run_timeout)
+                    if timeout is None:
+                        skipped.append(f"liere {model} {enc} {prec} threads={t}")
+                        continue
+                    keep(run_liere(a, model, enc, prec, t, timeout))
                     r = runs[-1]
                     print(f"liere {model} {enc} {prec} threads={t}: {outcome(r)}", flush=True)
             if not a.no_torch:
-                for r in run_torch(a, model, encs, prec):
+                timeout = budget(4 * a.run_timeout)
+                if timeout is None:
+                    skipped.append(f"torch {model} {','.join(encs)} {prec}")
+                    continue
+                for r in run_torch(a, model, encs, prec, timeout):
                     keep(r)
                     print(f"torch {model} {r.get('enc')} {prec}: {outcome(r)}", flush=True)
+    if skipped:
+        meta["skipped_by_deadline"] = skipped
+        print(f"--deadline-s {a.deadline_s:.0f}: {len(skipped)} runs not made: " + "; ".join(skipped), flush=True)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     partial.close()
     with open(a.json + ".tmp", "w") as f:
@@ -174,12 +198,19 @@ def main() -> int:
     os.replace(a.json + ".tmp", a.json)
     os.remove(a.json + ".partial")
 
-    def ips(impl, model, enc, prec, t=None):
+    def rate(impl, model, enc, prec, t=None):
         for r in runs:
             if (r["impl"], r.get("model"), r.get("enc"), r.get("precision")) == (impl, model, enc, prec) and \
                     (t is None or r.get("threads") == t) and r.get("img_per_s"):
-                return f"{r['img_per_s']:.0f}"
-        return "–"
+                return float(r["img_per_s"])
+        return None
+
+    def ips(impl, model, enc, prec, t=None):
+        v = rate(impl, model, enc, prec, t)
+        return "–" if v is None else f"{v:.0f}"
+
+    def ratio(num, den):
+        return "–" if num is None or den is None else f"{num / den:.2f}"
 
     def lcell(model, enc, prec):
         main = ips("liere", model, enc, prec, threads[0])
@@ -192,6 +223,19 @@ def main() -> int:
         for enc in encs:
             cells = [lcell(model, enc, prec) if impl == "liere" else ips(impl, model, enc, prec)
                      for impl, prec, _ in cols]
+            print(f"| {LABEL[model]} | {LABEL[enc]} | " + " | ".join(cells) + " |")
+    # The issues' targets as ratios of the runs above (liere with its first --threads value): liere against PyTorch
+    # for each encoding and precision (issue 21: LieRE-8 >= 2), and each encoding against abs on liere's side
+    # (issue 21: LieRE-64 >= 0.9).
+    t0 = threads[0]
+    heads = ([f"liere / PyTorch {PRECISION_LABEL[p]}" for p in precisions] if not a.no_torch else []) + \
+        [f"/ abs, liere {PRECISION_LABEL[p]}" for p in precisions]
+    print("\n| model | encoding | " + " | ".join(heads) + " |\n|---|---|" + "---|" * len(heads))
+    for model in models:
+        for enc in encs:
+            cells = ([ratio(rate("liere", model, enc, p, t0), rate("torch", model, enc, p)) for p in precisions]
+                     if not a.no_torch else [])
+            cells += [ratio(rate("liere", model, enc, p, t0), rate("liere", model, "abs", p, t0)) for p in precisions]
             print(f"| {LABEL[model]} | {LABEL[enc]} | " + " | ".join(cells) + " |")
     print(f"\nwrote {a.json}")
     return 0 if all(r.get("returncode", 0) == 0 for r in runs) else 1

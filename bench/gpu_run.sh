@@ -46,7 +46,10 @@
 # epilogues, packs, flat, staging, tiles, onewait, prefetch; all nine, or "none"),
 # LIERE_GPU_PROFILE (encodings to profile: abs, rope-mixed, liere8, liere64; a -bf16 suffix, liere8-bf16, profiles
 # the run with --precision bf16; then a -flat suffix, liere8-bf16-flat, with LIERE_CUDA_FLAT_KERNELS=1), PYTHON (the
-# interpreter with a CUDA PyTorch, python3). The exit status is 0 when every part that ran passed.
+# interpreter with a CUDA PyTorch, python3), LIERE_GPU_DEADLINE (seconds for the whole script, 0 = none: a part or
+# side-by-side with too little time left is skipped and said so, each program's timeout is cut to what is left, and
+# the compare stops starting runs in time to print its tables; the script then ends before a lease's limit with
+# its logs complete). The exit status is 0 when every part that ran passed.
 set -u
 build=${1:?usage: bench/gpu_run.sh BUILD_DIR [OUT_DIR]}
 out=${2:-gpu_out}
@@ -72,6 +75,26 @@ done
 status=0
 part() { [[ $parts == *",$1,"* ]]; }
 stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+deadline=${LIERE_GPU_DEADLINE:-0}
+t_start=$(date +%s)
+skipped=""
+# Seconds left before the deadline (a large number without one).
+left() { if [ "$deadline" -gt 0 ]; then echo $((t_start + deadline - $(date +%s))); else echo 999999; fi; }
+# cap N: a program's timeout, N seconds or what is left before the deadline less 5, whichever is smaller (≥ 1).
+cap() {
+  local l=$(($(left) - 5))
+  [ "$l" -lt 1 ] && l=1
+  [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
+# room N WHAT: true when N seconds are left; otherwise says that the deadline skips WHAT.
+room() {
+  local l
+  l=$(left)
+  [ "$l" -ge "$1" ] && return 0
+  stamp "skipped, LIERE_GPU_DEADLINE: $l s left, $1 s wanted: $2"
+  skipped="$skipped; $2"
+  return 1
+}
 
 # The CUDA libraries the binaries were linked against (cudart, cuBLAS, cuBLASLt of the build's toolkit): the
 # toolkit's folder, else the ones in PyTorch's wheels; libraries carried beside the build (BUILD_DIR/lib) last.
@@ -99,33 +122,45 @@ if part machine; then
   } 2>&1 | tee "$out/machine.txt"
 fi
 
-if part tests; then
+if part tests && room 30 test_cuda; then
   stamp test_cuda
-  LIERE_TEST_TRAIN_CIFAR=$train timeout 120 "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
+  LIERE_TEST_TRAIN_CIFAR=$train timeout "$(cap 120)" "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda exit status $rc"
   # 77: every case that ran passed, and some part was skipped (the device lacks bf16 or cuDNN: the log's
   # "skipped" lines say which); anything else but 0 failed.
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
+fi
+if part tests && room 20 "test_cuda with LIERE_CUDA_STAGING=1"; then
   # The copies of these cases through the pinned staging buffers (off by default): attention's key masks, the
   # optimizer's and checkpoints' copies, a short training run, the trainer's program.
   stamp "test_cuda with LIERE_CUDA_STAGING=1: masks, optimizer, one wait, checkpoints, train_cifar"
   staged_cases="cuda: attention on its own*,cuda: flash attention matches*,cuda: Adam*"
   staged_cases="$staged_cases,cuda: a step with one wait*,cuda: train_cifar*"
-  LIERE_CUDA_STAGING=1 LIERE_TEST_TRAIN_CIFAR=$train timeout 120 "$test_cuda" "$staged_cases" 2>&1 |
+  LIERE_CUDA_STAGING=1 LIERE_TEST_TRAIN_CIFAR=$train timeout "$(cap 120)" "$test_cuda" "$staged_cases" 2>&1 |
     tee -a "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda (staged copies) exit status $rc"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
+fi
+if part tests && room 15 "test_cuda ViT step with the polynomial tables"; then
   stamp "test_cuda ViT step, CPU tables by the polynomial method"
-  LIERE_TABLE_METHOD=polynomial timeout 60 "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"
+  LIERE_TABLE_METHOD=polynomial timeout "$(cap 60)" "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"
 fi
 
-if part compare; then
+if part compare && room 30 gpu_compare; then
   stamp gpu_compare
-  PYTHONUNBUFFERED=1 timeout 360 "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" --run-timeout 60 \
-    --models "$models" --enc "$encodings" --precisions "$precisions" --threads "$threads" --python "$py" \
-    "${no_torch[@]}" --json "$out/gpu_compare.jsonl" 2>&1 |
+  # With a deadline the compare keeps a quarter of what is left for the side-by-sides and the profile below.
+  compare_s=360 compare_deadline=()
+  if [ "$deadline" -gt 0 ]; then
+    compare_s=$(($(left) * 3 / 4))
+    [ "$compare_s" -lt 60 ] && compare_s=$(($(left) - 10))
+    compare_deadline=(--deadline-s "$compare_s")
+    compare_s=$((compare_s + 20))
+  fi
+  PYTHONUNBUFFERED=1 timeout "$(cap "$compare_s")" "$py" "$here/gpu_compare.py" --build-dir "$build" --steps "$steps" \
+    --run-timeout 60 --models "$models" --enc "$encodings" --precisions "$precisions" --threads "$threads" \
+    --python "$py" "${no_torch[@]}" "${compare_deadline[@]}" --json "$out/gpu_compare.jsonl" 2>&1 |
     tee "$out/gpu_compare.log"
   rc=${PIPESTATUS[0]}
   echo "gpu_compare exit status $rc"
@@ -134,9 +169,11 @@ if part compare; then
   # unless PRECISION is given.
   ab() {
     local var=$1 block=$2 title=$3 precision=${4:-fp32}
+    room 40 "$title" | tee -a "$out/gpu_compare.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || { skipped="$skipped; $title"; return 0; }
     stamp "$title" | tee -a "$out/gpu_compare.log"
     for g in 1 0 1 0; do
-      line=$(env "$var=$g" timeout 60 "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda \
+      line=$(env "$var=$g" timeout "$(cap 60)" "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda \
         --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" --precision "$precision" 2>&1 |
         grep -E "step_ms|img_per_s")
       echo "$var=$g" $line
@@ -160,12 +197,12 @@ if part compare; then
   [[ $abs_on == *,onewait,* ]] &&
     ab LIERE_ONE_WAIT 8 "LieRE-8: the step's one wait for the device (1) against reading the norm before the update (0)"
   arrows=$build/examples/train_arrows
-  if [[ $abs_on == *,prefetch,* ]] && [ -x "$arrows" ]; then
+  if [[ $abs_on == *,prefetch,* ]] && [ -x "$arrows" ] && room 120 "train_arrows --prefetch on against off"; then
     stamp "train_arrows LieRE-8: the next batch filled on a loader thread (on) against between steps (off)" |
       tee -a "$out/gpu_compare.log"
     for g in on off on off; do
       m=$(mktemp)
-      timeout 120 "$arrows" --pe liere --device cuda --epochs 2 --threads "$threads" --prefetch "$g" --metrics "$m" \
+      timeout "$(cap 120)" "$arrows" --pe liere --device cuda --epochs 2 --threads "$threads" --prefetch "$g" --metrics "$m" \
         > /dev/null 2>&1
       echo "prefetch=$g $(grep -o '"train_img_per_s":[0-9.]*' "$m" | tail -1)"
       rm -f "$m"
@@ -178,6 +215,7 @@ if part profile; then
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   if [ -n "$ncu" ]; then
     for enc in ${profile_encs//,/ }; do
+      room 45 "profile $enc" || continue
       stamp "profile $enc"
       flat=0 name=${enc%-flat}
       [ "$name" != "$enc" ] && flat=1
@@ -191,7 +229,7 @@ if part profile; then
              "and -flat or not" >&2
            status=1; continue ;;
       esac
-      LIERE_CUDA_FLAT_KERNELS=$flat timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+      LIERE_CUDA_FLAT_KERNELS=$flat timeout "$(cap 90)" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
         --print-units base "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
         --threads "$threads" "${pe[@]}" "${prec[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
@@ -201,11 +239,11 @@ if part profile; then
   fi
 fi
 
-if part attention; then
+if part attention && room 60 attention; then
   if [ -x "$build/bench/bench_attention_device" ]; then
     stamp "attention: flash against unfused, forward + backward, then the forward alone"
     for pass in fwdbwd fwd; do
-      timeout 90 "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 | tee -a "$out/attention.log"
+      timeout "$(cap 90)" "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 | tee -a "$out/attention.log"
       rc=${PIPESTATUS[0]}
       echo "bench_attention_device --pass $pass exit status $rc (1: a run failed, out of memory among them: the log)"
     done
@@ -215,18 +253,19 @@ if part attention; then
   if [ -x "$build/bench/bench_cudnn_attention" ]; then
     stamp "attention: cuDNN's fused attention on the same shapes, bf16 and fp16"
     for type in bf16 fp16; do
-      timeout 90 "$build/bench/bench_cudnn_attention" --type $type 2>&1 | tee -a "$out/attention.log"
+      timeout "$(cap 90)" "$build/bench/bench_cudnn_attention" --type $type 2>&1 | tee -a "$out/attention.log"
       echo "bench_cudnn_attention --type $type exit status ${PIPESTATUS[0]}"
     done
   fi
 fi
 
-if part debug; then
+if part debug && room 60 test_cuda_debug; then
   stamp test_cuda_debug
-  LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout 200 "$test_cuda" "[parity]" 2>&1 | tee "$out/test_cuda_debug.log"
+  LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout "$(cap 200)" "$test_cuda" "[parity]" 2>&1 | tee "$out/test_cuda_debug.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda [parity] debug exit status $rc"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
+[ -n "$skipped" ] && stamp "LIERE_GPU_DEADLINE ($deadline s) skipped: ${skipped#; }"
 stamp "done, status $status"
 exit $status
