@@ -4,7 +4,8 @@
   part equality: -np 2 and -np 1 with the same global batch give the same per-step losses (20 steps, relative
                  difference <= 1e-5; dropout on), two -np 2 runs the same losses exactly, and a run checkpointed at
                  -np 2 continues at -np 1 with the losses of an uninterrupted run; --batch not divisible by the
-                 ranks and ranks with different flags stop before any work with a message.
+                 ranks and ranks with different flags stop before any work with a message; an infinite generator
+                 (--lr 1e38) is named once, by rank 0.
   part failure:  one rank killed with SIGKILL, or stopped with SIGSTOP, mid-run: mpirun ends within 60 s with a
                  message, and the last checkpoint is intact (it resumes).
 
@@ -119,6 +120,12 @@ if a.part == "equality":
     check("--batch 15 does not divide among the 2 ranks" in r.stderr and time.time() - t0 < 30,
           "--batch 15 at -np 2: a clear message before any work (%.1f s)" % (time.time() - t0))
     check("epoch 1" not in r.stderr, "--batch 15 at -np 2: no training started")
+    # A generator that overflows (--lr 1e38: infinite after the first update) stops the forward on every rank alike
+    # (the ranks hold the same weights): rank 0 alone names it, and the ranks end without MPI_Abort.
+    r = run(2, ["--epochs", "1", "--lr", "1e38", "--clip", "0", "--warmup", "0"], "-np 2 --lr 1e38", expect_rc=1)
+    named = r.stderr.count("a generator of layer 0, head 0")
+    check(named == 1 and "MPI_ABORT" not in r.stderr,
+          "an infinite generator at -np 2: named once (%d times), no MPI_Abort" % named)
     cmd = launcher + [a.np_flag, "1", prog] + MODEL + ["--epochs", "1"] + [":", a.np_flag, "1", prog] + MODEL + \
         ["--epochs", "1", "--lr", "0.002"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)

@@ -356,6 +356,16 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     tape.set_batch_shard(first, Index(y.size()));
     if (!opt_.no_overlap) reducer_->attach(tape);
   }
+  // A non-finite generator is named (layer and head) as an error of every rank: the ranks hold the same weights, so
+  // each finds it at the same point, and rank 0 alone reports it (on a device, where the forward does not read the
+  // generators, this runs when the loss is not finite).
+  auto check_generators = [&] {
+    try {
+      model_.pe().check_generators();
+    } catch (const Error& g) {
+      throw AllRanksError(g.what());
+    }
+  };
   Var logits, loss;
   try {
     Var xv(x.to(device_));
@@ -363,6 +373,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     loss = ops::cross_entropy(tape, logits, y);
   } catch (const Error& e) {
     tape.clear();
+    if (N > 1) check_generators();
     step_failed(e);
   }
   double l = 0;
@@ -371,8 +382,7 @@ Trainer::StepStats Trainer::train_step(const Tensor& x, const std::vector<int>& 
     if (std::isfinite(l)) return;
     tape.clear();
     if (steps_before >= 0) adam_->set_steps(steps_before);  // as if the update had not been called (the reading way)
-    // A non-finite generator is named (layer and head) as on the host, where it stopped the forward before the tables.
-    model_.pe().check_generators();
+    check_generators();
     std::ostringstream m;
     m << "the loss is " << (std::isnan(l) ? "NaN" : "infinite") << " at epoch " << epoch + 1 << ", step " << step + 1
       << "; training stopped"
