@@ -1,10 +1,12 @@
 // Checkpoints: safetensors byte layout, bit-exact round trips of parameters and optimizer state, clear errors
 // for truncated/corrupt files and mismatched models, and the atomic write.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <liere/autodiff/ops.hpp>
 #include <liere/nn/checkpoint.hpp>
 #include <liere/nn/linear.hpp>
@@ -286,6 +288,75 @@ TEST_CASE("checkpoint: bad optimizer metadata is a clear error before anything i
   CHECK_THROWS_WITH(nn::metadata_integer(good.metadata, "epoch", path, 2, 5),
                     Catch::Contains("metadata epoch '1' is not an integer in [2, 5]"));
   CHECK_THROWS_WITH(nn::metadata_integer(good.metadata, "absent", path), Catch::Contains("has no metadata 'absent'"));
+}
+
+TEST_CASE("checkpoint: NaN, an infinity or a negative second moment is neither written nor read", "[checkpoint]") {
+  // A run with --clip 0 does not look at its gradients: a non-finite one reaches Adam, and its epoch's checkpoint
+  // would have replaced the last good one with a diverged model.
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  Model<float> a(1);
+  optim::Adam opt_a(a.params.all(), optim::adamw_config(3e-3, 0.05));
+  a.train(opt_a, 2);
+  nn::save_checkpoint(path, a.params, &opt_a, {{"epoch", "1"}});
+  const std::string good = read_bytes(path);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+
+  SECTION("saving: the tensor and element are named, and the file keeps the last good checkpoint") {
+    float* w = a.params["head.weight"].value().data();
+    const float keep = w[3];
+    w[3] = nan;
+    CHECK_THROWS_WITH(nn::save_checkpoint(path, a.params, &opt_a),
+                      Catch::Contains("checkpoint '" + path + "' not written: tensor 'head.weight' (3, 6) holds NaN "
+                                      "at element 3 (flat index)"));
+    w[3] = keep;
+    auto& st = opt_a.states()[1];
+    st.m.data()[0] = -inf;
+    CHECK_THROWS_WITH(nn::save_checkpoint(path, a.params, &opt_a),
+                      Catch::Contains("tensor 'optim." + st.param.name() + ".m'") &&
+                          Catch::Contains("holds an infinity at element 0"));
+    st.m.data()[0] = 0;
+    st.v.data()[1] = -1e-12f;
+    CHECK_THROWS_WITH(nn::save_checkpoint(path, a.params, &opt_a),
+                      Catch::Contains("tensor 'optim." + st.param.name() + ".v'") &&
+                          Catch::Contains("a negative value at element 1 (flat index), where Adam's second moments "
+                                          "are >= 0"));
+    CHECK(read_bytes(path) == good);
+    st.v.data()[1] = 0;
+    CHECK_NOTHROW(nn::save_checkpoint(path, a.params, &opt_a, {{"epoch", "1"}}));  // zeros are fine
+  }
+
+  SECTION("loading: refused before anything is copied, unless LoadOptions::finite is off") {
+    const nn::SafetensorsFile file = nn::load_safetensors(path);
+    auto poisoned = [&](const std::string& name, std::size_t i, float v) {
+      nn::SafetensorsFile f = file;
+      const auto* e = f.find(name);
+      REQUIRE(e);
+      std::memcpy(f.data.data() + e->begin + i * sizeof(float), &v, sizeof(float));
+      return f;
+    };
+    Model<float> b(2);
+    optim::Adam opt_b(b.params.all(), optim::adamw_config(3e-3, 0.05));
+    std::vector<std::vector<float>> before;
+    for (const auto& p : b.params) before.push_back(p.value().to_vector());
+    const std::string v_name = "optim." + opt_b.states()[2].param.name() + ".v";
+    CHECK_THROWS_WITH(nn::load_checkpoint(poisoned("blocks.0.mlp.fc1.bias", 5, nan), b.params, &opt_b),
+                      Catch::Contains("checkpoint '" + path + "': tensor 'blocks.0.mlp.fc1.bias' (12) holds NaN at "
+                                      "element 5 (flat index): the file is damaged"));
+    CHECK_THROWS_WITH(nn::load_checkpoint(poisoned("cls_token", 0, inf), b.params, &opt_b),
+                      Catch::Contains("tensor 'cls_token' (1, 1, 6) holds an infinity at element 0"));
+    CHECK_THROWS_WITH(nn::load_checkpoint(poisoned(v_name, 2, -0.5f), b.params, &opt_b),
+                      Catch::Contains("tensor '" + v_name + "'") && Catch::Contains("a negative value at element 2"));
+    std::size_t i = 0;
+    for (const auto& p : b.params) CHECK(p.value().to_vector() == before[i++]);  // nothing was copied
+    CHECK(opt_b.steps() == 0);
+    // Not asked for the optimizer: its tensors are not looked at.
+    CHECK_NOTHROW(nn::load_checkpoint(poisoned(v_name, 2, -0.5f), b.params));
+    nn::LoadOptions as_is;
+    as_is.finite = false;
+    nn::load_checkpoint(poisoned("blocks.0.mlp.fc1.bias", 5, nan), b.params, &opt_b, as_is);
+    CHECK(std::isnan(b.params["blocks.0.mlp.fc1.bias"].value().to_vector()[5]));
+  }
 }
 
 TEST_CASE("checkpoint: parse_safetensors reads bytes in memory as load_safetensors reads the file", "[checkpoint]") {

@@ -7,8 +7,8 @@
 // config, encoding name). "format" = "liere-checkpoint-1" marks the file.
 //
 // Writing is atomic: an interrupted or failed write leaves the previous checkpoint intact. Loading reads and
-// validates everything (header, offsets, dtypes, names, shapes, expected metadata) before touching the model,
-// and every error names the file and what was expected.
+// validates everything (header, offsets, dtypes, names, shapes, expected metadata, finite values) before touching
+// the model, and every error names the file and what was expected.
 #pragma once
 
 #include <liere/autodiff/tape.hpp>
@@ -151,7 +151,38 @@ inline double metadata_nonnegative(const Metadata& meta, const std::string& key,
   return v;
 }
 
-// Saves every parameter, the optimizer state (when given) and `meta` (RNG state, epoch, config, ...).
+namespace detail {
+// The first of the values of S in `bytes` that is NaN or ±Inf, or negative where nonnegative is set: its index, with
+// the value in v; -1 where there is none.
+template <class S>
+std::int64_t first_bad_value(std::span<const char> bytes, bool nonnegative, S& v) {
+  const std::size_t n = bytes.size() / sizeof(S);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(&v, bytes.data() + i * sizeof(S), sizeof(S));
+    if (!std::isfinite(v) || (nonnegative && v < S(0))) return std::int64_t(i);
+  }
+  return -1;
+}
+// Throws "<where>: tensor 'name' (shape) holds NaN at element i (flat index)…: <why>" at the first value of `bytes`
+// that a checkpoint may not hold (non-finite; negative in Adam's second moments, the tensors "optim.*.v").
+template <class S>
+void check_values(const std::string& where, const std::string& name, std::span<const std::int64_t> shape,
+                  std::span<const char> bytes, const char* why) {
+  const bool second_moment =
+      name.rfind("optim.", 0) == 0 && name.size() > 2 && name.compare(name.size() - 2, 2, ".v") == 0;
+  S v{};
+  const std::int64_t bad = first_bad_value(bytes, second_moment, v);
+  if (bad < 0) return;
+  const char* what = std::isnan(v) ? "NaN" : std::isinf(v) ? "an infinity" : "a negative value";
+  LIERE_ENSURE(false, where << ": tensor '" << name << "' " << io::shape_str(shape) << " holds " << what
+                            << " at element " << bad << " (flat index)"
+                            << (second_moment ? ", where Adam's second moments are >= 0" : "") << ": " << why);
+}
+}  // namespace detail
+
+// Saves every parameter, the optimizer state (when given) and `meta` (RNG state, epoch, config, ...). Values that
+// load_checkpoint would refuse (NaN, ±Inf, a negative second moment) are not written: the error names the tensor,
+// and the file at `path` stays as it was.
 template <class S>
 void save_checkpoint(const std::string& path, const ParamsT<S>& params, const std::type_identity_t<optim::AdamT<S>>* opt,
                      Metadata meta = {}, const SaveOptions& so = {}) {
@@ -176,6 +207,10 @@ void save_checkpoint(const std::string& path, const ParamsT<S>& params, const st
     meta["optim.lr"] = lr.str();
   }
   meta["format"] = kCheckpointFormat;
+  for (const auto& r : records)
+    detail::check_values<S>("checkpoint '" + path + "' not written", r.name, r.shape,
+                            {static_cast<const char*>(r.data), r.bytes},
+                            "a diverged model is not saved (the file at that path, if any, is unchanged)");
   save_safetensors(path, records, meta, so);
 }
 
@@ -184,7 +219,11 @@ struct LoadOptions {
   Metadata expect;
   bool load_optimizer = true;  // read optim.* into the optimizer (when one is given)
   bool strict = true;          // every model parameter present, and no unknown parameter tensor
+  // Every value read finite, and Adam's second moments >= 0, as save_checkpoint writes them; false reads a damaged
+  // or foreign file as it is (for inspecting it).
+  bool finite = true;
 };
+
 
 // Loads parameters (and optimizer state) from a file read by load_safetensors, after validating it;
 // returns the metadata.
@@ -210,6 +249,10 @@ Metadata load_checkpoint(const io::SafetensorsFile& f, const ParamsT<S>& params,
                       << ")");
     LIERE_ENSURE(detail::same_shape(e->shape, t.shape()),
                  name << ": checkpoint " << io::shape_str(e->shape) << " != model " << t.shape() << " (" << path << ")");
+    if (lo.finite)
+      detail::check_values<S>("checkpoint '" + path + "'", name, e->shape, f.bytes(*e),
+                              "the file is damaged or was not written by liere's save_checkpoint (LoadOptions::finite "
+                              "= false reads it as it is)");
     return true;
   };
   for (const auto& p : params) check(p.name(), p.value(), lo.strict);
