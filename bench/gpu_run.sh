@@ -145,7 +145,8 @@ if part tests && room 20 "test_cuda with LIERE_CUDA_STAGING=1"; then
 fi
 if part tests && room 15 "test_cuda ViT step with the polynomial tables"; then
   stamp "test_cuda ViT step, CPU tables by the polynomial method"
-  LIERE_TABLE_METHOD=polynomial timeout "$(cap 60)" "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 | tee -a "$out/test_cuda.log"
+  LIERE_TABLE_METHOD=polynomial timeout "$(cap 60)" "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 |
+    tee -a "$out/test_cuda.log"
 fi
 
 if part compare && room 30 gpu_compare; then
@@ -173,8 +174,8 @@ if part compare && room 30 gpu_compare; then
     [ "${PIPESTATUS[0]}" = 0 ] || { skipped="$skipped; $title"; return 0; }
     stamp "$title" | tee -a "$out/gpu_compare.log"
     for g in 1 0 1 0; do
-      line=$(env "$var=$g" timeout "$(cap 60)" "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda \
-        --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" --precision "$precision" 2>&1 |
+      line=$(env "$var=$g" timeout "$(cap 60)" "$train" --data cifar100 --model tiny --patch 4 --batch 128 \
+        --device cuda --bench-steps "$steps" --threads "$threads" --pe liere --block "$block" --precision "$precision" 2>&1 |
         grep -E "step_ms|img_per_s")
       echo "$var=$g" $line
     done | tee -a "$out/gpu_compare.log"
@@ -202,8 +203,8 @@ if part compare && room 30 gpu_compare; then
       tee -a "$out/gpu_compare.log"
     for g in on off on off; do
       m=$(mktemp)
-      timeout "$(cap 120)" "$arrows" --pe liere --device cuda --epochs 2 --threads "$threads" --prefetch "$g" --metrics "$m" \
-        > /dev/null 2>&1
+      timeout "$(cap 120)" "$arrows" --pe liere --device cuda --epochs 2 --threads "$threads" --prefetch "$g" \
+        --metrics "$m" > /dev/null 2>&1
       echo "prefetch=$g $(grep -o '"train_img_per_s":[0-9.]*' "$m" | tail -1)"
       rm -f "$m"
     done | tee -a "$out/gpu_compare.log"
@@ -229,8 +230,8 @@ if part profile; then
              "and -flat or not" >&2
            status=1; continue ;;
       esac
-      LIERE_CUDA_FLAT_KERNELS=$flat timeout "$(cap 90)" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
-        --print-units base "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
+      LIERE_CUDA_FLAT_KERNELS=$flat timeout "$(cap 90)" "$ncu" --clock-control none --metrics gpu__time_duration.sum \
+        --csv --print-units base "$train" --data cifar100 --model tiny --patch 4 --batch 128 --device cuda --bench-steps 1 \
         --threads "$threads" "${pe[@]}" "${prec[@]}" > "$out/profile_$enc.csv" 2>> "$out/profile.log"
       echo "ncu exit status $? ($(grep -c gpu__time_duration "$out/profile_$enc.csv") kernels)"
     done
@@ -243,7 +244,8 @@ if part attention && room 60 attention; then
   if [ -x "$build/bench/bench_attention_device" ]; then
     stamp "attention: flash against unfused, forward + backward, then the forward alone"
     for pass in fwdbwd fwd; do
-      timeout "$(cap 90)" "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 | tee -a "$out/attention.log"
+      timeout "$(cap 90)" "$build/bench/bench_attention_device" --device cuda --pass $pass 2>&1 |
+        tee -a "$out/attention.log"
       rc=${PIPESTATUS[0]}
       echo "bench_attention_device --pass $pass exit status $rc (1: a run failed, out of memory among them: the log)"
     done
@@ -261,7 +263,8 @@ fi
 
 if part debug && room 60 test_cuda_debug; then
   stamp test_cuda_debug
-  LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout "$(cap 200)" "$test_cuda" "[parity]" 2>&1 | tee "$out/test_cuda_debug.log"
+  LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout "$(cap 200)" "$test_cuda" "[parity]" 2>&1 |
+    tee "$out/test_cuda_debug.log"
   rc=${PIPESTATUS[0]}
   echo "test_cuda [parity] debug exit status $rc"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
