@@ -221,7 +221,7 @@ Precision TrainOptions::resolved_precision() const {
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
-    throw UsageError(e.what());
+    throw UsageError(e.message());
   }
   return p;
 }
