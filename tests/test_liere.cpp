@@ -5,6 +5,9 @@
 #include <liere/liere.hpp>
 #include <limits>
 #include <numbers>
+#include <random>
+#include <span>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -41,6 +44,72 @@ std::vector<Eigen::Vector2d> grid_positions(int n, double step) {  // n×n grid,
 }
 
 }  // namespace
+
+// DESIGN.md's "Public API that must keep compiling" block, as it is written there (lines 68-82; the same
+// declarations, names and comments), with the inputs it leaves to its reader: A (skew, 8×8), dR and dRp. The checks
+// after it are what each line's comment promises.
+TEST_CASE("DESIGN.md's public API compiles as written and does what its comments say", "[liere][api]") {
+  std::mt19937_64 g(11);
+  std::uniform_real_distribution<double> u(-0.3, 0.3);
+  Eigen::Matrix<double, 8, 8> A = Eigen::Matrix<double, 8, 8>::Zero(), dR;
+  for (int r = 0; r < 8; ++r)
+    for (int c = r + 1; c < 8; ++c) A(c, r) = -(A(r, c) = u(g));
+  for (int i = 0; i < 64; ++i) dR.data()[i] = u(g);
+  Eigen::Matrix<double, 64, 64> dRp;
+  for (int i = 0; i < 64 * 64; ++i) dRp.data()[i] = u(g);
+
+  // ---- DESIGN.md, verbatim ----
+  using M = Eigen::Matrix<double, 8, 8>;
+  M R = liere::exp(A);                  // A skew-symmetric -> R in SO(8)
+  M L = liere::log(R);                  // principal logarithm
+  M dA = M::Zero(); liere::exp_backward(A, dR, dA);   // dA += dL/dA given dL/dR
+
+  liere::LieRE<2, 64, 8, double> pe;    // <Dim, HeadDim, Block, Scalar>
+  static_assert(decltype(pe)::num_params == 2 * 8 * 28);
+  std::span<double> w = pe.params();    // layout [Dim][HeadDim/Block][Block(Block-1)/2]: each block's strict
+                                        // upper triangle, row-major: (0,1),(0,2),...,(0,B-1),(1,2),...
+  Eigen::Matrix<double, 2, 1> p{0.5, 1.25};
+  Eigen::Matrix<double, 64, 64> G  = pe.generator(p);   // Σ_i p_i A_i, dense storage
+  Eigen::Matrix<double, 64, 64> Rp = pe.rotation(p);    // exp(G)
+  std::vector<double> dw(pe.num_params, 0.0);
+  pe.rotation_backward(p, dRp, dw);                     // dw += dL/dparams given dL/dR (dense 64×64)
+  // ---- end of DESIGN.md ----
+
+  CHECK(orthogonality(R) < 1e-14);
+  CHECK(R.determinant() == Approx(1.0).margin(1e-13));
+  CHECK((L - A).cwiseAbs().maxCoeff() < 1e-13);  // ‖A‖ < π: the principal logarithm is A
+  const double h = 1e-6;  // dA against a central difference of <dR, exp(A + hV)> along a skew V
+  M V = M::Zero();
+  for (int r = 0; r < 8; ++r)
+    for (int c = r + 1; c < 8; ++c) V(c, r) = -(V(r, c) = u(g));
+  const double fd = ((dR.array() * (liere::exp(M(A + h * V)) - liere::exp(M(A - h * V))).array()).sum()) / (2 * h);
+  CHECK((dA.array() * V.array()).sum() == Approx(fd).epsilon(1e-7));
+  // Parameters: zero, so G = 0 and Rp = I; then drawn, and G, Rp, dw as promised.
+  CHECK(w.size() == std::size_t(2 * 8 * 28));
+  CHECK(G.cwiseAbs().maxCoeff() == 0.0);
+  CHECK((Rp - Eigen::Matrix<double, 64, 64>::Identity()).cwiseAbs().maxCoeff() == 0.0);
+  for (double& x : w) x = u(g);
+  G = pe.generator(p);
+  Rp = pe.rotation(p);
+  CHECK((G + G.transpose()).cwiseAbs().maxCoeff() == 0.0);
+  // entry (0, 1) of block 0: coordinate 0 of axis 0 and of axis 1
+  CHECK(G(0, 1) == Approx(0.5 * w[0] + 1.25 * w[std::size_t(8 * 28)]).epsilon(1e-15));
+  CHECK(orthogonality(Rp) < 1e-13);
+  std::fill(dw.begin(), dw.end(), 0.0);
+  pe.rotation_backward(p, dRp, dw);
+  std::vector<double> wv(w.size());
+  for (double& x : wv) x = u(g);
+  auto loss = [&](double t) {
+    std::vector<double> keep(w.begin(), w.end());
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = keep[i] + t * wv[i];
+    const double v = (dRp.array() * pe.rotation(p).array()).sum();
+    std::copy(keep.begin(), keep.end(), w.begin());
+    return v;
+  };
+  double dot = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) dot += dw[i] * wv[i];
+  CHECK(dot == Approx((loss(h) - loss(-h)) / (2 * h)).epsilon(1e-6));
+}
 
 TEST_CASE("the parameter layout is [Dim][HeadDim/Block][upper triangle, row-major]", "[liere][layout]") {
   liere::LieRE<2, 8, 4, double> pe;
