@@ -259,6 +259,7 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   if (!app::Comm::world().root()) s.attn_maps.clear();
 
   opt.validate();
+  app::check_output_folder("--attn-maps", s.attn_maps);
   ao.test_seed = liere::mix_seed(std::uint64_t(test_seed), 0x7E57);
   const int patch = m.cfg.patch;
   LIERE_USAGE(ao.test_n >= 1 && ao.train_samples >= opt.batch,

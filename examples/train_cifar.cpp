@@ -13,6 +13,7 @@
 #include <data_tools/image_ops.hpp>
 #include <data_tools/image_set.hpp>
 
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <iomanip>
@@ -108,6 +109,21 @@ void check_decoded_size(const DataOptions& d, int test_images, int batch) {
                                               << " GiB of memory (lower --image-size, --test-limit or --batch)");
 }
 
+// --eval-res R evaluates at R × R: an evaluation batch's attention scores (--eval-batch × heads × T² floats, T the
+// tokens of an R × R image) must fit in this machine's memory, or the run would end in std::bad_alloc after training.
+void check_eval_res(int res, const nn::VitConfig& cfg, int eval_batch) {
+  const double tokens = std::pow(double(res / cfg.patch), 2) + 1, gib = double(1 << 30);
+  const double need = double(eval_batch) * cfg.heads * tokens * tokens * sizeof(float);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: no check
+  const double have = double(pages) * double(page);
+  LIERE_USAGE(need < have, "--eval-res " << res << ": " << std::fixed << std::setprecision(0) << tokens
+                                         << " tokens a test image at --patch " << cfg.patch << "; one evaluation "
+                                         << "batch's attention scores take " << std::setprecision(1) << need / gib
+                                         << " GiB, more than this machine's " << have / gib
+                                         << " GiB of memory (a smaller --eval-res or --eval-batch)");
+}
+
 // Everything the command line sets, and what follows from it before any data is read.
 struct Setup {
   DataOptions d;
@@ -157,11 +173,17 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   cfg = s.model.config();
   s.opt.validate();
   LIERE_USAGE(d.fraction > 0 && d.fraction <= 1, "--data-fraction " << d.fraction << ": expected a fraction in (0, 1]");
-  for (int res : d.eval_res)  // before training, not after it
+  for (int res : d.eval_res) {  // before training, not after it
     LIERE_USAGE(res >= cfg.patch && res % cfg.patch == 0,
                 "--eval-res " << res << " is not a positive multiple of the patch size " << cfg.patch);
+    check_eval_res(res, cfg, s.opt.eval_batch);
+  }
   cfg.channels = fashion ? 1 : 3;
   cfg.image = fashion ? std::vector<int>{28, 28} : std::vector<int>{32, 32};
+  if (!folder)
+    LIERE_USAGE(cfg.image[0] % cfg.patch == 0, "--patch " << cfg.patch << " does not divide the side of "
+                                                          << (fashion ? "Fashion-MNIST's 28" : "CIFAR's 32")
+                                                          << " × " << cfg.image[0] << " images");
   cfg.classes = d.data == "cifar100" ? 100 : 10;
   if (folder) {
     if (d.root.empty()) throw app::UsageError("--data folder needs --root DIR (DIR/<class>/*.jpg|png, or DIR/train/ and DIR/val/)");

@@ -363,9 +363,11 @@ bool parse_flags(int argc, char** argv, Setup& s) {
         "none: the synthetic task", "DIR");
   f.add("lists", &vo.lists, "the folder of classInd.txt, trainlist0N.txt, testlist0N.txt (default: found from --root)", "DIR");
   f.add("split", &vo.split, "UCF101 train/test split: 1, 2 or 3");
-  f.add("frames", &vo.frames, "frames per clip, T (0: 16 with --root, 8 without)");
-  f.add("stride", &vo.stride, "frames between two sampled frames, the span centred in the clip (0: 4 with --root, 1 without)");
-  f.add("size", &vo.size, "frame side S: the shorter side scaled to S, the centre cropped (0: 112 with --root, 32 without)");
+  f.add("frames", &vo.frames, "frames per clip, T (0: 16 with --root, 8 without)", app::Range{0, 1024});
+  f.add("stride", &vo.stride, "frames between two sampled frames, the span centred in the clip (0: 4 with --root, 1 without)",
+        app::Range{0, 1024});
+  f.add("size", &vo.size, "frame side S: the shorter side scaled to S, the centre cropped (0: 112 with --root, 32 without)",
+        app::Range{0, 4096});
   f.add("cache", &vo.cache,
         "folder of decoded clips (none: decode every time; auto: <data dir>/clip_cache for the synthetic task, "
         "else $XDG_CACHE_HOME/liere/clips or ~/.cache/liere/clips)", "DIR");
@@ -378,11 +380,12 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   f.section("Synthetic task (without --root)");
   f.add("data-dir", &vo.data_dir, "where the clips are written (default: <tmp>/liere-passing-<hash of the task>; reused "
                                   "when it holds the same task)", "DIR");
-  f.add("synthetic-train", &vo.syn_train, "training clips");
-  f.add("synthetic-test", &vo.syn_test, "test clips");
-  f.add("synthetic-classes", &vo.syn_classes, "2, 4 or 8 (1, 2 or 3 movers)");
-  f.add("synthetic-distractors", &vo.syn_distractors, "squares that do not change the label");
-  f.add("synthetic-noise", &vo.syn_noise, "uniform background noise, 0 to 64 grey levels");
+  // The ranges of make_video_task's flags, which write the same task (data_tools/moving_objects.hpp).
+  f.add("synthetic-train", &vo.syn_train, "training clips", app::Range{1, 10000000});
+  f.add("synthetic-test", &vo.syn_test, "test clips", app::Range{1, 10000000});
+  f.add("synthetic-classes", &vo.syn_classes, "2, 4 or 8 (1, 2 or 3 movers)", app::Range{2, 8});
+  f.add("synthetic-distractors", &vo.syn_distractors, "squares that do not change the label", app::Range{0, 16});
+  f.add("synthetic-noise", &vo.syn_noise, "uniform background noise, 0 to 64 grey levels", app::Range{0, 64});
   f.add("synthetic-seed", &vo.syn_seed, "seed of the task (the training order and the model use --seed)");
   m.add_flags(f);
   s.compare.add_flags(f, "Comparison", "abs,visionllama,rope-mixed,liere8",
@@ -414,7 +417,15 @@ bool parse_flags(int argc, char** argv, Setup& s) {
   LIERE_USAGE(cfg.tubelet >= 1 && T % cfg.tubelet == 0,
               "--frames " << T << " is not a multiple of --tubelet " << cfg.tubelet);
   LIERE_USAGE(S % cfg.patch == 0, "--size " << S << " is not a multiple of --patch " << cfg.patch);
-  LIERE_USAGE(vo.syn_train >= 1 && vo.syn_test >= 1, "--synthetic-train and --synthetic-test must be >= 1");
+  LIERE_USAGE(vo.syn_classes == 2 || vo.syn_classes == 4 || vo.syn_classes == 8,
+              "--synthetic-classes " << vo.syn_classes << ": allowed: 2, 4, 8");
+  // The synthetic task's clips (prepare_synthetic): (T − 1)·stride + 1 frames, 2 to 1024, of 16 to 1024 pixels a
+  // side (make_video_task's --frames, --size).
+  const long clip = long(T - 1) * stride + 1;
+  LIERE_USAGE(!syn || (clip >= 2 && clip <= 1024),
+              "--frames " << T << " --stride " << stride << ": the synthetic clips would have (T − 1)·stride + 1 = "
+                          << clip << " frames; the task has 2 to 1024");
+  LIERE_USAGE(!syn || (S >= 16 && S <= 1024), "--size " << S << ": the synthetic task's frames are 16 to 1024 pixels");
   LIERE_USAGE(vo.bench_data >= 0, "--bench-data must be >= 0");
   cfg.channels = 3;
   cfg.image = {T, S, S};

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "temp_dir.hpp"
 
@@ -112,6 +114,19 @@ TEST_CASE("train_ucf101: --help and bad flags", "[program][video]") {
   r = run(dir, "--normalise zscore --dry-run");
   CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--normalise zscore: allowed: auto, imagenet, unit"));
+  // The synthetic task's flags, as make_video_task's (they exited 1 with the task generator's words, an audit found).
+  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
+           {"--synthetic-classes 3", "--synthetic-classes 3: allowed: 2, 4, 8"},
+           {"--synthetic-noise 1000", "--synthetic-noise 1000: expected a number in [0, 64]"},
+           {"--synthetic-distractors -5", "--synthetic-distractors -5: expected an integer in [0, 16]"},
+           {"--frames 100000", "--frames 100000: expected an integer in [0, 1024]"},
+           {"--frames 600 --stride 2", "(T − 1)·stride + 1 = 1199 frames; the task has 2 to 1024"},
+           {"--size 8 --patch 8", "--size 8: the synthetic task's frames are 16 to 1024 pixels"}}) {
+    INFO(args);
+    r = run(dir, args + " --dry-run");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.log, Contains(text));
+  }
 }
 
 TEST_CASE("train_ucf101 on the real clip: --dry-run, one step, the cache", "[program][video]") {

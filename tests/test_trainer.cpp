@@ -14,6 +14,9 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <unistd.h>
+
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -681,6 +684,20 @@ TEST_CASE("TrainOptions and CompareOptions: bad values and what a run cannot hon
   for (const char* flag : {"--save", "--metrics", "--summary-json", "--predictions"})
     usage({"--device", "cpu", flag, missing}, std::string(flag) + " " + missing + ": the folder '");
   CHECK_NOTHROW(run({"--device", "cpu", "--summary-json", "here.json"}));  // the working directory
+  // A folder where a file is expected failed after the first epoch (--save: the rename) or the whole run (an audit,
+  // 2026-12-06); so did a folder that takes no new files.
+  const test::TempDir dir("liere_test_trainer_outputs");
+  const std::string folder = dir.path.string();
+  for (const char* flag : {"--save", "--metrics", "--summary-json", "--predictions"})
+    usage({"--device", "cpu", flag, folder}, std::string(flag) + " " + folder + ": is a folder; give the path of a file");
+  usage({"--device", "cpu", "--compare", "abs", "--compare-json", folder}, "is a folder");
+  if (::geteuid() != 0) {  // root writes anywhere
+    const auto ro = dir.path / "read-only";
+    std::filesystem::create_directory(ro);
+    std::filesystem::permissions(ro, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    usage({"--device", "cpu", "--save", (ro / "x.safetensors").string()}, "' is not writable (Permission denied)");
+    std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
+  }
   usage({"--device", "cpu", "--compare-json", "t.json"}, "--compare-json writes a comparison: it needs --compare LIST");
   usage({"--device", "cpu", "--compare", "abs,liere8", "--save", "c.safetensors"}, "--save is for one run");
   usage({"--device", "cpu", "--compare", "abs,liere8", "--predictions", "p.pred"}, "--predictions is for one run");

@@ -11,12 +11,15 @@
 
 #include <omp.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <future>
@@ -161,6 +164,13 @@ void check_output_folder(const std::string& flag, const std::string& path) {
   std::error_code ec;
   if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
     throw UsageError(flag + " " + path + ": the folder '" + folder.string() + "' does not exist");
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(flag + " " + path + ": is a folder; give the path of a file (e.g. " +
+                     (std::filesystem::path(path) / "<name>").string() + ")");
+  // Files are written as PATH.tmp, then renamed: the folder must take new files.
+  const std::string where = folder.empty() ? "." : folder.string();
+  if (::access(where.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(flag + " " + path + ": the folder '" + where + "' is not writable (" + std::strerror(errno) + ")");
 }
 
 namespace {
