@@ -233,6 +233,14 @@ TEST_CASE("attention gradients through rotation tables (q, k, v and the tables)"
   Problem p = make_problem(2, 3, 2, 4, true);
   auto tables = random_rotation_tables(2, 6, 4, 2, 5);
   check_gradients(p, rotations_of(tables), &tables, nullptr);
+  // Batch, heads, tokens and head dim all different (above B = H = 2): an index that swaps two of them is seen; a
+  // dense 16 × 16 block; one table per sequence after a skipped CLS token.
+  Problem q = make_problem(3, 5, 2, 16, false);
+  auto dense = random_rotation_tables(2, 5, 16, 16, 9);
+  check_gradients(q, rotations_of(dense), &dense, nullptr);
+  Problem r = make_problem(3, 4, 3, 4, true);
+  auto per_sequence = random_rotation_tables(3, 9, 4, 4, 13);  // 3 sequences × 3 rotated tokens
+  check_gradients(r, rotations_of(per_sequence, 1), &per_sequence, nullptr);
 }
 
 TEST_CASE("attention gradients with a skipped CLS token and with transforms", "[attention][backward]") {

@@ -331,38 +331,45 @@ TEST_CASE("gradients of attention to every encoding's parameters: central differ
     int block;
     const char* cls;
     int pos_dim;
+    int head_dim = 8;
+    int batch = 2;
   };
+  // head_dim 8 with block 4 has as many blocks as position axes (2): the cases with other head dims and batches
+  // tell apart indices that coincide there (ComRoPE's (axis, block) layout: an audit's mutant, the two transposed,
+  // passed every case with head_dim / block = pos_dim).
   const std::vector<Case> cases = {
       {"liere", 4, "identity", 2},       {"liere", 8, "center", 2},        {"rope-mixed", 2, "skip", 2},
       {"rope-mixed-official", 2, "identity", 2}, {"liere-commute", 2, "identity", 2}, {"comrope-ap", 4, "identity", 2},
       {"comrope-ld", 4, "identity", 2},  {"string", 2, "identity", 2},     {"liere", 4, "identity", 3},
-      {"rope-mixed", 2, "identity", 1},
+      {"rope-mixed", 2, "identity", 1},  {"comrope-ap", 4, "identity", 2, 16, 3}, {"comrope-ap", 2, "skip", 3, 12, 3},
+      {"comrope-ld", 4, "identity", 2, 16, 3}, {"comrope-ld", 2, "center", 3, 12, 1},
+      {"string", 4, "identity", 3, 12, 3},     {"liere", 2, "identity", 3, 12, 3},
   };
   for (const Case& c : cases) {
-    CAPTURE(c.kind, c.block, c.cls, c.pos_dim);
+    CAPTURE(c.kind, c.block, c.cls, c.pos_dim, c.head_dim, c.batch);
     PEConfig cfg = config(c.kind, c.block);
     cfg.set("cls", c.cls);
     const std::vector<int> grid = c.pos_dim == 1 ? std::vector<int>{4} : c.pos_dim == 2 ? std::vector<int>{2, 2} : std::vector<int>{2, 2, 1};
-    liere::PositionEncoding<double> pe(cfg, geometry(1, 2, 8, c.pos_dim, grid), 11);
+    liere::PositionEncoding<double> pe(cfg, geometry(1, 2, c.head_dim, c.pos_dim, grid), 11);
     if (std::string(c.kind) == "string")
       for (auto& x : pe.group_values(1)) x = 0.3 * normal();
-    const int T = pe.tokens();
-    const liere::AttentionShape s{2, T, 2, 8};
+    const int T = pe.tokens(), ld = 2 * c.head_dim;
+    const liere::AttentionShape s{c.batch, T, 2, c.head_dim};
     const std::vector<double> q = random_vector(std::size_t(s.size())), k = random_vector(q.size()),
                               v = random_vector(q.size()), g = random_vector(q.size());
     auto loss = [&](liere::PositionEncoding<double>& e) {
       e.prepare();
       liere::AttentionCache<double> cache;
       std::vector<double> out(q.size());
-      liere::attention_forward(s, q.data(), k.data(), v.data(), 16, e.rotations(0), {}, out.data(), cache);
+      liere::attention_forward(s, q.data(), k.data(), v.data(), ld, e.rotations(0), {}, out.data(), cache);
       return dot(out, g);
     };
     pe.prepare();
     liere::AttentionCache<double> cache;
     std::vector<double> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
-    liere::attention_forward(s, q.data(), k.data(), v.data(), 16, pe.rotations(0), {}, out.data(), cache);
+    liere::attention_forward(s, q.data(), k.data(), v.data(), ld, pe.rotations(0), {}, out.data(), cache);
     auto grads = pe.rotation_grads(0);
-    liere::attention_backward(s, q.data(), k.data(), v.data(), 16, pe.rotations(0), {}, g.data(), cache, dq.data(),
+    liere::attention_backward(s, q.data(), k.data(), v.data(), ld, pe.rotations(0), {}, g.data(), cache, dq.data(),
                               dk.data(), dv.data(), &grads);
     pe.zero_grad();
     pe.backward();
