@@ -37,6 +37,8 @@
 #                        backward and the forward alone; then cuDNN's fused attention on the same shapes in bf16 and
 #                        fp16 (bench_cudnn_attention)
 #   test_cuda_debug.log  the parity cases again with LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 (as CTest's test_cuda_debug)
+#   verdict.txt          bench/gpu_verdict.py on the folder: each target of issues 21 and 22 met, not met or without
+#                        data, every encoding's ratios, the side-by-sides' means
 #
 # Environment: LIERE_GPU_STEPS (timed steps per benchmark run, 20), LIERE_GPU_THREADS (train_cifar's host threads,
 # 16), LIERE_GPU_PARTS (which parts, "machine,tests,compare,profile,attention,debug"), LIERE_GPU_MODELS (tiny,base),
@@ -270,5 +272,8 @@ if part debug && room 60 test_cuda_debug; then
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
 [ -n "$skipped" ] && stamp "LIERE_GPU_DEADLINE ($deadline s) skipped: ${skipped#; }"
+# The issues' targets from what the parts wrote (bench/gpu_verdict.py: met, not met, no data; every row's ratios).
+stamp verdict
+"$py" "$here/gpu_verdict.py" "$out" 2>&1 | tee "$out/verdict.txt"
 stamp "done, status $status"
 exit $status
