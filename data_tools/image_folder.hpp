@@ -7,7 +7,8 @@
 // or the same under root/train/ and root/val/. Classes are the class folders sorted by name (byte order, as
 // Python's sorted()), label = position in that order; files are sorted by path inside each class. Entries whose
 // name starts with '.' and files with other extensions are ignored, as torchvision does; a class folder without one
-// image is an error naming it.
+// image is an error naming it. Symbolic links are followed, but a folder or image reached a second time (a link loop,
+// a second link to one folder, two names for one file) is an error naming both paths: each image counts once.
 //
 // Crops (the torchvision transforms; draws come from the caller's std::mt19937_64 through liere::unit_double and
 // liere::below, so a seed gives the same crops with every standard library — not the same as torch's draws):
