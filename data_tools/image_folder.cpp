@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace liere::data {
 
@@ -367,6 +368,25 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
     }
   }
   return f;
+}
+
+std::vector<std::string> image_folder_overlap(const ImageFolder& a, const ImageFolder& b) {
+  // A file's canonical path: its folder's (once per folder) and its name, or its own when it is a link.
+  std::map<std::string, fs::path> folders;
+  const auto canonical = [&](const std::string& file) {
+    std::error_code ec;
+    const fs::path p(file);
+    if (fs::is_symlink(p, ec)) return canonical_path(p).string();
+    auto it = folders.find(p.parent_path().string());
+    if (it == folders.end()) it = folders.emplace(p.parent_path().string(), canonical_path(p.parent_path())).first;
+    return (it->second / p.filename()).string();
+  };
+  std::set<std::string> in_a;
+  for (const auto& file : a.files) in_a.insert(canonical(file));
+  std::vector<std::string> both;
+  for (const auto& file : b.files)
+    if (in_a.count(canonical(file))) both.push_back(file);
+  return both;
 }
 
 // ==== crops ======================================================================================================

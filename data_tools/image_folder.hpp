@@ -74,6 +74,11 @@ struct ImageFolder {
 ImageFolder scan_image_folder(const std::string& root, const std::string& split = "",
                               const std::vector<std::string>& classes = {});
 
+// The files of `b` that are also files of `a`, in b's order: the same file by canonical path, whatever the names
+// (e.g. a val/ folder that is a link to train/, or links from both into one pool of images). A training and a test
+// folder share none, or the test accuracy counts images trained on.
+std::vector<std::string> image_folder_overlap(const ImageFolder& a, const ImageFolder& b);
+
 // ---- crops --------------------------------------------------------------------------------------------------
 
 struct CropBox {

@@ -288,6 +288,26 @@ TEST_CASE("image folder: a folder or image reached twice through symbolic links 
   }
 }
 
+// train_cifar --data folder refuses a val/ folder that shares an image with train/ (the test accuracy would count
+// images trained on); the names differ when a link leads there.
+TEST_CASE("image folder: the files two folders share, found by canonical path", "[image_folder]") {
+  TempDir dir;
+  write_png(dir / "train/a/0.png", 0, 8, 8);
+  write_png(dir / "train/b/0.png", 1, 8, 8);
+  write_png(dir / "train/b/1.png", 2, 8, 8);
+  write_png(dir / "val/a/5.png", 3, 8, 8);
+  write_png(dir / "val/c/0.png", 4, 8, 8);  // the same names as train/'s, other files
+  const auto overlap = [&] {
+    const ImageFolder train = scan_image_folder(dir.path.string(), "train");
+    return image_folder_overlap(train, scan_image_folder(dir.path.string(), "val"));
+  };
+  CHECK(overlap().empty());
+  fs::create_directory_symlink(dir.path / "train/b", dir.path / "val/b");  // a class folder that is train/'s
+  CHECK(overlap() == std::vector<std::string>{dir / "val/b/0.png", dir / "val/b/1.png"});
+  fs::create_symlink("../../train/a/0.png", dir.path / "val/a/6.png");  // an image of train/ under another name
+  CHECK(overlap() == std::vector<std::string>{dir / "val/a/6.png", dir / "val/b/0.png", dir / "val/b/1.png"});
+}
+
 TEST_CASE("image folder: bad files and folders are errors naming them", "[image_folder][errors]") {
   TempDir dir;
   write_png(dir / "ok/0.png", 0, 10, 10);
