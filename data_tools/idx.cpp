@@ -150,6 +150,10 @@ ImageSet read_fashion_mnist(const std::string& root, bool train) {
   ImageSet set = read_idx(images, first_existing(root, prefix + "-labels-idx1-ubyte"), 10);
   LIERE_ENSURE(set.channels == 1 && set.height == 28 && set.width == 28,
                "'" << images << "': Fashion-MNIST images are 28x28, this file has " << set.height << "x" << set.width);
+  // A valid IDX file of 0 images (parse_idx takes it) is no data set: found here rather than by the evaluation
+  // after a training epoch.
+  LIERE_ENSURE(set.n > 0, "'" << images << "' holds no images (IDX dims 0x28x28): the Fashion-MNIST "
+                              << (train ? "training" : "test") << " set needs at least one");
   set.class_names = fashion_mnist_class_names();
   return set;
 }

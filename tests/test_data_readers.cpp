@@ -369,6 +369,27 @@ TEST_CASE("Fashion-MNIST: standard file names, gzipped or not", "[idx]") {
                       Contains("t10k-images-idx3-ubyte'") && Contains("images are 28x28, this file has 4x4"));
 }
 
+// A valid IDX test set of 0 images was found only after a whole training epoch, by the evaluation's statistics
+// ("bootstrap_ci: 'correct' is empty"), naming no file.
+TEST_CASE("Fashion-MNIST: a training or test set of 0 images is refused when read, naming the file", "[idx][errors]") {
+  TempDir dir;
+  write_file(dir / "train-images-idx3-ubyte", idx_images(2, 28, 28));
+  write_file(dir / "train-labels-idx1-ubyte", idx_labels({1, 2}));
+  write_file(dir / "t10k-images-idx3-ubyte", idx_images(0, 28, 28));
+  write_file(dir / "t10k-labels-idx1-ubyte", idx_labels({}));
+  // A file of 0 images is valid IDX: the format's reader returns it as it is, the data set's refuses it.
+  CHECK(read_idx(dir / "t10k-images-idx3-ubyte", dir / "t10k-labels-idx1-ubyte").n == 0);
+  CHECK(read_fashion_mnist(dir.path.string(), true).n == 2);
+  CHECK_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
+                    Contains("'" + (dir / "t10k-images-idx3-ubyte") + "' holds no images") &&
+                        Contains("the Fashion-MNIST test set needs at least one"));
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_images(0, 28, 28));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_labels({}));
+  CHECK_THROWS_WITH(read_fashion_mnist(dir.path.string(), true),
+                    Contains("'" + (dir / "train-images-idx3-ubyte.gz") + "' holds no images") &&
+                        Contains("training set"));
+}
+
 TEST_CASE("IDX: bad files are reported with the file and what was expected", "[idx][errors]") {
   TempDir dir;
   write_file(dir / "img", idx_images(3, 2, 2));
