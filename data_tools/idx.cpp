@@ -65,6 +65,8 @@ std::string first_existing(const fs::path& root, const std::string& name) {
   std::error_code ec;
   for (const std::string& candidate : {name + ".gz", name})
     if (fs::is_regular_file(root / candidate, ec)) return (root / candidate).string();
+  for (const std::string& candidate : {name + ".gz", name})  // no file, but a folder: read_maybe_gzipped names it
+    if (fs::exists(root / candidate, ec)) return (root / candidate).string();
   LIERE_ENSURE(false, "Fashion-MNIST: found neither '" << (root / (name + ".gz")).string() << "' nor '"
                                                        << (root / name).string() << "'");
   return {};
@@ -74,6 +76,8 @@ std::string first_existing(const fs::path& root, const std::string& name) {
 
 std::vector<std::uint8_t> read_maybe_gzipped(const std::string& path) {
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec),
+               "cannot open '" << path << "': is a directory (expected a file, raw or gzipped)");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file");
   gzFile f = gzopen(path.c_str(), "rb");
   LIERE_ENSURE(f != nullptr, "cannot open '" << path << "': " << std::strerror(errno));

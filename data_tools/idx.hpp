@@ -20,7 +20,7 @@ namespace liere::data {
 inline constexpr std::uint32_t kIdxImagesMagic = 0x00000803;
 inline constexpr std::uint32_t kIdxLabelsMagic = 0x00000801;
 
-// The whole (decompressed) content of a gzip or raw file. Errors name the file: missing, unreadable, or a
+// The whole (decompressed) content of a gzip or raw file. Errors name the file: missing, a folder, unreadable, or a
 // gzip stream that is corrupt or ends early.
 std::vector<std::uint8_t> read_maybe_gzipped(const std::string& path);
 

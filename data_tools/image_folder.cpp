@@ -226,6 +226,8 @@ int round_half_even(double x) { return int(std::nearbyint(x)); }
 Image read_image(const std::string& path, int channels) {
   LIERE_ENSURE(channels == 1 || channels == 3, "read_image '" << path << "': channels must be 1 or 3, got " << channels);
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec),
+               "cannot open '" << path << "': is a directory (expected a JPEG or PNG image)");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected a JPEG or PNG image)");
   std::ifstream in(path, std::ios::binary);
   LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected a JPEG or PNG image)");

@@ -314,6 +314,9 @@ TEST_CASE("image folder: bad files and folders are errors naming them", "[image_
 
   SECTION("missing and empty files") {
     CHECK_THROWS_WITH(read_image(dir / "none.png"), Contains("none.png") && Contains("no such file"));
+    fs::create_directory(dir.path / "folder.png");
+    CHECK_THROWS_WITH(read_image(dir / "folder.png"), Contains("cannot open '" + (dir / "folder.png") +
+                                                               "': is a directory"));
     write_file(dir / "empty.jpg", {});
     CHECK_THROWS_WITH(read_image(dir / "empty.jpg"), Contains("empty.jpg") && Contains("is empty"));
   }
