@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 
 std::vector<std::uint8_t> read_bytes(const std::string& path, const char* what) {
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec), "cannot open '" << path << "': is a directory (expected " << what << ")");
   LIERE_ENSURE(fs::is_regular_file(path, ec),
                "cannot open '" << path << "': no such file (expected " << what << ")");
   std::ifstream in(path, std::ios::binary);
@@ -90,12 +91,15 @@ std::vector<std::string> names_or_default(const fs::path& file, const std::vecto
   return fs::is_regular_file(file, ec) ? read_names(file.string(), fallback.size()) : fallback;
 }
 
-// `root` itself when it holds `probe`, else root/sub when that does; otherwise an error naming both.
+// `root` itself when it holds `probe`, else root/sub when that does; otherwise an error naming both. Where neither
+// is a file but one exists (a folder), that one, and read_bytes names what it is.
 fs::path resolve_root(const std::string& root, const char* sub, const char* probe, const char* what) {
   std::error_code ec;
   const fs::path r(root);
   if (fs::is_regular_file(r / probe, ec)) return r;
   if (fs::is_regular_file(r / sub / probe, ec)) return r / sub;
+  if (fs::exists(r / probe, ec)) return r;
+  if (fs::exists(r / sub / probe, ec)) return r / sub;
   LIERE_ENSURE(false, what << ": found neither '" << (r / probe).string() << "' nor '" << (r / sub / probe).string()
                            << "' (root must be the folder with the .bin files or its parent)");
   return {};

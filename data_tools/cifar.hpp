@@ -27,9 +27,9 @@ const std::vector<std::string>& cifar10_class_names();          // 10
 const std::vector<std::string>& cifar100_fine_class_names();    // 100, alphabetical as in the data set
 const std::vector<std::string>& cifar100_coarse_class_names();  // 20
 
-// One binary file. Errors (liere::Error) name the file and what was expected: a missing or empty file, a
-// size that is not a whole number of records (with the byte offset of the truncated record), a label out
-// of range (with the record index and its byte offset).
+// One binary file. Errors (liere::Error) name the file and what was expected: a missing or empty file (a folder in
+// its place: "is a directory"), a size that is not a whole number of records (with the byte offset of the truncated
+// record), a label out of range (with the record index and its byte offset).
 ImageSet read_cifar10_file(const std::string& path);
 ImageSet read_cifar100_file(const std::string& path);
 

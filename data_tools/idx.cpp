@@ -65,6 +65,8 @@ std::string first_existing(const fs::path& root, const std::string& name) {
   std::error_code ec;
   for (const std::string& candidate : {name + ".gz", name})
     if (fs::is_regular_file(root / candidate, ec)) return (root / candidate).string();
+  for (const std::string& candidate : {name + ".gz", name})  // no file, but a folder: read_maybe_gzipped names it
+    if (fs::exists(root / candidate, ec)) return (root / candidate).string();
   LIERE_ENSURE(false, "Fashion-MNIST: found neither '" << (root / (name + ".gz")).string() << "' nor '"
                                                        << (root / name).string() << "'");
   return {};
@@ -74,6 +76,8 @@ std::string first_existing(const fs::path& root, const std::string& name) {
 
 std::vector<std::uint8_t> read_maybe_gzipped(const std::string& path) {
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec),
+               "cannot open '" << path << "': is a directory (expected a file, raw or gzipped)");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file");
   gzFile f = gzopen(path.c_str(), "rb");
   LIERE_ENSURE(f != nullptr, "cannot open '" << path << "': " << std::strerror(errno));
@@ -150,6 +154,10 @@ ImageSet read_fashion_mnist(const std::string& root, bool train) {
   ImageSet set = read_idx(images, first_existing(root, prefix + "-labels-idx1-ubyte"), 10);
   LIERE_ENSURE(set.channels == 1 && set.height == 28 && set.width == 28,
                "'" << images << "': Fashion-MNIST images are 28x28, this file has " << set.height << "x" << set.width);
+  // A valid IDX file of 0 images (parse_idx takes it) is no data set: found here rather than by the evaluation
+  // after a training epoch.
+  LIERE_ENSURE(set.n > 0, "'" << images << "' holds no images (IDX dims 0x28x28): the Fashion-MNIST "
+                              << (train ? "training" : "test") << " set needs at least one");
   set.class_names = fashion_mnist_class_names();
   return set;
 }

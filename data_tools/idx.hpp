@@ -20,7 +20,7 @@ namespace liere::data {
 inline constexpr std::uint32_t kIdxImagesMagic = 0x00000803;
 inline constexpr std::uint32_t kIdxLabelsMagic = 0x00000801;
 
-// The whole (decompressed) content of a gzip or raw file. Errors name the file: missing, unreadable, or a
+// The whole (decompressed) content of a gzip or raw file. Errors name the file: missing, a folder, unreadable, or a
 // gzip stream that is corrupt or ends early.
 std::vector<std::uint8_t> read_maybe_gzipped(const std::string& path);
 
@@ -39,8 +39,8 @@ ImageSet parse_idx(std::span<const std::uint8_t> images, std::span<const std::ui
 
 // Fashion-MNIST from `root` with the standard names train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
 // t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz (or the same names without .gz). On Debian the
-// package dataset-fashion-mnist installs them in kFashionMnistSystemDir. Images of another size than 28×28 are an
-// error that names the file.
+// package dataset-fashion-mnist installs them in kFashionMnistSystemDir. Images of another size than 28×28, and a
+// file of 0 images (valid IDX, which read_idx returns as it is), are errors that name the file.
 inline constexpr const char* kFashionMnistSystemDir = "/usr/share/datasets/fashion-mnist";
 ImageSet read_fashion_mnist(const std::string& root, bool train);
 

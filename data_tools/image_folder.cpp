@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace liere::data {
 
@@ -37,6 +38,13 @@ bool is_image_name(const fs::path& p) {
 bool hidden(const fs::path& p) {
   const std::string n = p.filename().string();
   return !n.empty() && n[0] == '.';
+}
+
+// The path with every link resolved; where that fails, as it is, made absolute.
+fs::path canonical_path(const fs::path& p) {
+  std::error_code ec;
+  const fs::path c = fs::canonical(p, ec);
+  return ec ? fs::absolute(p, ec).lexically_normal() : c;
 }
 
 // What the first bytes of a file look like, for the error of a file that is neither JPEG nor PNG.
@@ -218,6 +226,8 @@ int round_half_even(double x) { return int(std::nearbyint(x)); }
 Image read_image(const std::string& path, int channels) {
   LIERE_ENSURE(channels == 1 || channels == 3, "read_image '" << path << "': channels must be 1 or 3, got " << channels);
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec),
+               "cannot open '" << path << "': is a directory (expected a JPEG or PNG image)");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected a JPEG or PNG image)");
   std::ifstream in(path, std::ios::binary);
   LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected a JPEG or PNG image)");
@@ -309,10 +319,27 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
   }
   for (int k = 0; k < int(f.class_names.size()); ++k) index.emplace(f.class_names[std::size_t(k)], k);
 
+  // Every folder and every image once, over all classes: each folder entered and each image taken by its canonical
+  // path (an image that is not a link: its folder's canonical path and its name). A link back into what is already
+  // scanned (a loop such as a/loop -> ., which was followed until the system's limit, or a second way into one
+  // folder) or a second name for one image would count its images twice, under two labels or in both splits of a
+  // hold-out: refused, naming both paths, rather than skipped (which copy is the right one is the user's call).
+  std::map<std::string, std::string> reached;      // canonical path → the path it was first reached as
+  std::map<std::string, fs::path> canonical_dir;   // folder as reached → its canonical path
+  const auto enter = [&](const fs::path& d) {
+    const fs::path c = canonical_path(d);
+    const auto [it, fresh] = reached.emplace(c.string(), d.string());
+    LIERE_ENSURE(fresh, "image folder: the folder '" << c.string() << "' is reached twice, as '" << it->second
+                                                     << "' and as '" << d.string()
+                                                     << "' (a symbolic link loop, or a second link to one folder): "
+                                                        "its images would count twice; remove the link");
+    canonical_dir.emplace(d.string(), c);
+  };
   for (int k = 0; k < int(f.class_names.size()); ++k) {
     const fs::path cdir = dir / f.class_names[std::size_t(k)];
     LIERE_ENSURE(fs::is_directory(cdir, ec), "image folder: class '" << f.class_names[std::size_t(k)]
                                                                      << "' has no folder '" << cdir.string() << "'");
+    enter(cdir);
     std::vector<std::string> files;
     for (auto it = fs::recursive_directory_iterator(cdir, fs::directory_options::follow_directory_symlink, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -320,7 +347,18 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
         if (std::error_code e2; it->is_directory(e2)) it.disable_recursion_pending();
         continue;
       }
-      if (std::error_code e2; it->is_regular_file(e2) && is_image_name(it->path())) files.push_back(it->path().string());
+      if (std::error_code e2; it->is_directory(e2)) {
+        enter(it->path());
+      } else if (it->is_regular_file(e2) && is_image_name(it->path())) {
+        const auto in = canonical_dir.find(it->path().parent_path().string());
+        const fs::path c = it->is_symlink(e2) || in == canonical_dir.end() ? canonical_path(it->path())
+                                                                          : in->second / it->path().filename();
+        const auto [first, fresh] = reached.emplace(c.string(), it->path().string());
+        LIERE_ENSURE(fresh, "image folder: '" << first->second << "' and '" << it->path().string()
+                                              << "' are the same file ('" << c.string()
+                                              << "', through a symbolic link): it would count twice; remove the link");
+        files.push_back(it->path().string());
+      }
     }
     LIERE_ENSURE(!ec, "image folder: cannot list '" << cdir.string() << "': " << ec.message());
     LIERE_ENSURE(!files.empty(), "image folder: class folder '" << cdir.string()
@@ -332,6 +370,25 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
     }
   }
   return f;
+}
+
+std::vector<std::string> image_folder_overlap(const ImageFolder& a, const ImageFolder& b) {
+  // A file's canonical path: its folder's (once per folder) and its name, or its own when it is a link.
+  std::map<std::string, fs::path> folders;
+  const auto canonical = [&](const std::string& file) {
+    std::error_code ec;
+    const fs::path p(file);
+    if (fs::is_symlink(p, ec)) return canonical_path(p).string();
+    auto it = folders.find(p.parent_path().string());
+    if (it == folders.end()) it = folders.emplace(p.parent_path().string(), canonical_path(p.parent_path())).first;
+    return (it->second / p.filename()).string();
+  };
+  std::set<std::string> in_a;
+  for (const auto& file : a.files) in_a.insert(canonical(file));
+  std::vector<std::string> both;
+  for (const auto& file : b.files)
+    if (in_a.count(canonical(file))) both.push_back(file);
+  return both;
 }
 
 // ==== crops ======================================================================================================

@@ -7,7 +7,8 @@
 // or the same under root/train/ and root/val/. Classes are the class folders sorted by name (byte order, as
 // Python's sorted()), label = position in that order; files are sorted by path inside each class. Entries whose
 // name starts with '.' and files with other extensions are ignored, as torchvision does; a class folder without one
-// image is an error naming it.
+// image is an error naming it. Symbolic links are followed, but a folder or image reached a second time (a link loop,
+// a second link to one folder, two names for one file) is an error naming both paths: each image counts once.
 //
 // Crops (the torchvision transforms; draws come from the caller's std::mt19937_64 through liere::unit_double and
 // liere::below, so a seed gives the same crops with every standard library — not the same as torch's draws):
@@ -72,6 +73,11 @@ struct ImageFolder {
 // folder, is an error; else the classes are the folder's own.
 ImageFolder scan_image_folder(const std::string& root, const std::string& split = "",
                               const std::vector<std::string>& classes = {});
+
+// The files of `b` that are also files of `a`, in b's order: the same file by canonical path, whatever the names
+// (e.g. a val/ folder that is a link to train/, or links from both into one pool of images). A training and a test
+// folder share none, or the test accuracy counts images trained on.
+std::vector<std::string> image_folder_overlap(const ImageFolder& a, const ImageFolder& b);
 
 // ---- crops --------------------------------------------------------------------------------------------------
 

@@ -121,6 +121,7 @@ constexpr const char* kListWhat = "a UCF101 split list, lines '<Class>/<file>.av
 // A text file opened for read_lines, or an error naming it and what was expected.
 std::ifstream open_list(const std::string& path, const char* what) {
   std::error_code ec;
+  LIERE_ENSURE(!fs::is_directory(path, ec), "cannot open '" << path << "': is a directory (expected " << what << ")");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': no such file (expected " << what << ")");
   std::ifstream in(path, std::ios::binary);
   LIERE_ENSURE(in, "cannot open '" << path << "': " << std::strerror(errno) << " (expected " << what << ")");
@@ -228,7 +229,10 @@ Ucf101Layout find_ucf101_layout(const std::string& root, const std::string& list
   Ucf101Layout layout;
   layout.videos_dir = fs::is_directory(r / "UCF-101", ec) ? (r / "UCF-101").string() : r.string();
   if (!lists_dir.empty()) {
-    LIERE_ENSURE(fs::is_regular_file(fs::path(lists_dir) / "classInd.txt", ec),
+    LIERE_ENSURE(fs::exists(lists_dir, ec), "UCF101: the lists folder '" << lists_dir << "' does not exist");
+    LIERE_ENSURE(fs::is_directory(lists_dir, ec), "UCF101: the lists folder '" << lists_dir << "' is not a folder");
+    // A classInd.txt that is no file (a folder) is found: read_ucf101_classes names what it is.
+    LIERE_ENSURE(fs::exists(fs::path(lists_dir) / "classInd.txt", ec),
                  "UCF101: no classInd.txt in the lists folder '" << lists_dir << "'");
     layout.lists_dir = lists_dir;
     return layout;
@@ -383,20 +387,24 @@ Ucf101::Ucf101(const std::string& root, const Ucf101Options& options) : options_
   const std::string list = (fs::path(layout_.lists_dir) / ucf101_list_name(options_.split, options_.train)).string();
   std::vector<Ucf101Entry> all = read_ucf101_list(list, classes_);
 
-  std::vector<std::string> missing;
+  std::vector<std::pair<std::string, const char*>> missing;  // (path, why)
   std::error_code ec;
   for (auto& e : all) {
-    if (fs::is_regular_file(fs::path(layout_.videos_dir) / e.path, ec))
+    const fs::path p = fs::path(layout_.videos_dir) / e.path;
+    if (fs::is_regular_file(p, ec))
       entries_.push_back(std::move(e));
     else
-      missing.push_back((fs::path(layout_.videos_dir) / e.path).string());
+      missing.emplace_back(p.string(), fs::is_directory(p, ec) ? "is a directory"
+                                       : fs::exists(p, ec)     ? "not a regular file"
+                                                               : "no such file");
   }
   if (!missing.empty()) {
     LIERE_ENSURE(options_.skip_bad_clips,
-                 "UCF101: '" << list << "' names " << missing.size() << " clip(s) that are missing, the first '"
-                             << missing.front()
-                             << "' (no such file; skip_bad_clips, train_ucf101 --skip-bad-clips, goes on without them)");
-    for (const auto& m : missing) report_skip(m, "no such file");
+                 "UCF101: '" << list << "' names " << missing.size()
+                             << " clip(s) that are missing or not files, the first '" << missing.front().first << "' ("
+                             << missing.front().second
+                             << "; skip_bad_clips, train_ucf101 --skip-bad-clips, goes on without them)");
+    for (const auto& [m, why] : missing) report_skip(m, why);
   }
   LIERE_ENSURE(!entries_.empty(), "UCF101: none of the " << all.size() << " clips of '" << list << "' is under '"
                                                          << layout_.videos_dir << "'");

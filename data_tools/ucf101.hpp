@@ -59,7 +59,8 @@ std::vector<std::string> ucf101_overlap(const std::vector<Ucf101Entry>& a, const
 
 // Where the clips and the lists are, from `root`:
 //   videos: root/UCF-101 when it is a folder, else root itself (the class folders directly);
-//   lists:  lists_dir when given, else the first of root/ucfTrainTestlist, root (classInd.txt in root),
+//   lists:  lists_dir when given (an error naming it when it does not exist, is not a folder or has no
+//           classInd.txt), else the first of root/ucfTrainTestlist, root (classInd.txt in root),
 //           root/../ucfTrainTestlist that holds classInd.txt.
 struct Ucf101Layout {
   std::string videos_dir;
@@ -122,9 +123,10 @@ struct Ucf101Options {
   ClipOptions clip{FrameSampling{SampleMode::Stride, 16, 4, kCenterOffset}, 112, ResizeMode::CenterCrop, false, 1};
   std::string lists_dir;        // empty: found from root (find_ucf101_layout)
   std::string cache_dir;        // empty: no cache
-  // A clip named by the list but missing on disk is an error naming it; with skip_bad_clips, missing clips are
-  // dropped when the set is built, and a clip that fails to decode is replaced by the next good one (i+1, i+2, …)
-  // when loaded. Either way every skipped clip is reported on the log with the reason, with a running count.
+  // A clip named by the list but missing on disk, or no file there (a folder), is an error naming it and what it is;
+  // with skip_bad_clips, such clips are dropped when the set is built, and a clip that fails to decode is replaced
+  // by the next good one (i+1, i+2, …) when loaded. Either way every skipped clip is reported on the log with the
+  // reason, with a running count.
   bool skip_bad_clips = false;
   std::ostream* log = nullptr;  // nullptr: std::cerr
 };

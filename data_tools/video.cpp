@@ -67,6 +67,7 @@ std::string describe(int err) {
 void ensure_file(const std::string& path) {
   std::error_code ec;
   LIERE_ENSURE(fs::exists(path, ec), "cannot open '" << path << "': no such file (expected a video file)");
+  LIERE_ENSURE(!fs::is_directory(path, ec), "cannot open '" << path << "': is a directory (expected a video file)");
   LIERE_ENSURE(fs::is_regular_file(path, ec), "cannot open '" << path << "': not a regular file (expected a video file)");
 }
 

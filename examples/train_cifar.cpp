@@ -43,7 +43,7 @@ struct DataOptions {
 
 // --data folder: root/train and root/val (or root/test) when root/train is a folder, else root itself with
 // every holdout_every-th image of each class (in the folder's sorted order, the last of each group of N) held out
-// for testing.
+// for testing. The two never share an image (scan_image_folder counts each once; val/ may not reach train/'s).
 struct FolderSplit {
   data::ImageFolder train, test;
   std::string how;  // for the log
@@ -56,6 +56,10 @@ FolderSplit split_folder(const DataOptions& d) {
     const std::string val = fs::is_directory(fs::path(d.root) / "val") ? "val" : "test";
     f.train = data::scan_image_folder(d.root, "train");
     f.test = data::scan_image_folder(d.root, val, f.train.class_names);
+    const std::vector<std::string> both = data::image_folder_overlap(f.train, f.test);
+    LIERE_ENSURE(both.empty(), "--data folder: " << both.size() << " image(s) of '" << f.test.dir << "' are images of '"
+                                                 << f.train.dir << "' too (through links), the first '" << both.front()
+                                                 << "': the test accuracy would count images trained on");
     f.how = "train/ and " + val + "/";
     return f;
   }

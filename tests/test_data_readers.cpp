@@ -152,6 +152,18 @@ TEST_CASE("CIFAR-10: the five training batches are concatenated in order 1..5", 
     REQUIRE_THROWS_WITH(read_cifar10(dir.path.string(), true),
                         Contains("data_batch_3.bin") && Contains("no such file"));
   }
+  // Reported as "no such file" before, and a test_batch.bin folder as "found neither" of the two places.
+  SECTION("a batch that is a folder is named as one") {
+    fs::remove(bins / "data_batch_3.bin");
+    fs::create_directory(bins / "data_batch_3.bin");
+    REQUIRE_THROWS_WITH(read_cifar10(dir.path.string(), true),
+                        Contains("cannot open '" + (bins / "data_batch_3.bin").string() + "': is a directory") &&
+                            Contains("expected a CIFAR-10 binary batch"));
+    fs::remove(bins / "test_batch.bin");
+    fs::create_directory(bins / "test_batch.bin");
+    REQUIRE_THROWS_WITH(read_cifar10(dir.path.string(), false),
+                        Contains("cannot open '" + (bins / "test_batch.bin").string() + "': is a directory"));
+  }
   SECTION("a class-name file with the wrong count is an error") {
     write_text((bins / "batches.meta.txt").string(), "a\nb\n");
     REQUIRE_THROWS_WITH(read_cifar10(dir.path.string(), false),
@@ -362,6 +374,13 @@ TEST_CASE("Fashion-MNIST: standard file names, gzipped or not", "[idx]") {
   fs::remove(dir.path / "t10k-labels-idx1-ubyte");
   REQUIRE_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
                       Contains("t10k-labels-idx1-ubyte.gz") && Contains("found neither"));
+  // A folder of that name: named as one (it read "found neither" before); the raw file is still taken beside it.
+  fs::create_directory(dir.path / "t10k-labels-idx1-ubyte.gz");
+  REQUIRE_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
+                      Contains("cannot open '" + (dir / "t10k-labels-idx1-ubyte.gz") + "': is a directory"));
+  write_file(dir / "t10k-labels-idx1-ubyte", idx_labels({5}));
+  CHECK(read_fashion_mnist(dir.path.string(), false).labels == std::vector<int>{5});
+  fs::remove(dir.path / "t10k-labels-idx1-ubyte.gz");
   // A test set of another image size (read past its end as 28×28 before: a wrong accuracy, no error).
   write_file(dir / "t10k-images-idx3-ubyte", idx_images(1, 4, 4));
   write_file(dir / "t10k-labels-idx1-ubyte", idx_labels({5}));
@@ -369,13 +388,37 @@ TEST_CASE("Fashion-MNIST: standard file names, gzipped or not", "[idx]") {
                       Contains("t10k-images-idx3-ubyte'") && Contains("images are 28x28, this file has 4x4"));
 }
 
+// A valid IDX test set of 0 images was found only after a whole training epoch, by the evaluation's statistics
+// ("bootstrap_ci: 'correct' is empty"), naming no file.
+TEST_CASE("Fashion-MNIST: a training or test set of 0 images is refused when read, naming the file", "[idx][errors]") {
+  TempDir dir;
+  write_file(dir / "train-images-idx3-ubyte", idx_images(2, 28, 28));
+  write_file(dir / "train-labels-idx1-ubyte", idx_labels({1, 2}));
+  write_file(dir / "t10k-images-idx3-ubyte", idx_images(0, 28, 28));
+  write_file(dir / "t10k-labels-idx1-ubyte", idx_labels({}));
+  // A file of 0 images is valid IDX: the format's reader returns it as it is, the data set's refuses it.
+  CHECK(read_idx(dir / "t10k-images-idx3-ubyte", dir / "t10k-labels-idx1-ubyte").n == 0);
+  CHECK(read_fashion_mnist(dir.path.string(), true).n == 2);
+  CHECK_THROWS_WITH(read_fashion_mnist(dir.path.string(), false),
+                    Contains("'" + (dir / "t10k-images-idx3-ubyte") + "' holds no images") &&
+                        Contains("the Fashion-MNIST test set needs at least one"));
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_images(0, 28, 28));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_labels({}));
+  CHECK_THROWS_WITH(read_fashion_mnist(dir.path.string(), true),
+                    Contains("'" + (dir / "train-images-idx3-ubyte.gz") + "' holds no images") &&
+                        Contains("training set"));
+}
+
 TEST_CASE("IDX: bad files are reported with the file and what was expected", "[idx][errors]") {
   TempDir dir;
   write_file(dir / "img", idx_images(3, 2, 2));
   write_file(dir / "lab", idx_labels({1, 2, 3}));
 
-  SECTION("missing file") {
+  SECTION("missing file, or a folder where the file should be") {
     REQUIRE_THROWS_WITH(read_idx(dir / "absent", dir / "lab"), Contains("absent") && Contains("no such file"));
+    fs::create_directory(dir.path / "folder");
+    REQUIRE_THROWS_WITH(read_idx(dir / "img", dir / "folder"),
+                        Contains("cannot open '" + (dir / "folder") + "': is a directory"));
   }
   SECTION("wrong magic: a labels file given as the images") {
     REQUIRE_THROWS_WITH(read_idx(dir / "lab", dir / "lab"),

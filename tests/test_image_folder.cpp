@@ -235,12 +235,88 @@ TEST_CASE("image folder: lazy loading for training and evaluation", "[image_fold
   CHECK_THROWS_WITH(load_image_eval(f, 2, 16, x.data()), Contains("index 2 out of range [0, 2)"));
 }
 
+// A symbolic link loop (a/loop -> .) made the scan follow a/loop/loop/… until the system's limit: each image of
+// class a counted 41 times, and train_cifar's hold-out put copies of one image in both splits, silently.
+TEST_CASE("image folder: a folder or image reached twice through symbolic links is refused, naming both paths",
+          "[image_folder][errors]") {
+  TempDir dir;
+  for (int i = 0; i < 3; ++i) {
+    write_png(dir / ("a/" + std::to_string(i) + ".png"), i, 8, 8);
+    write_png(dir / ("b/" + std::to_string(i) + ".png"), 10 + i, 8, 8);
+  }
+  const std::string root = dir.path.string();
+  REQUIRE(scan_image_folder(root).size() == 6);
+
+  SECTION("a loop back to the class folder (the audit's imgs_loop/a/loop -> .)") {
+    fs::create_directory_symlink(".", dir.path / "a/loop");
+    CHECK_THROWS_WITH(scan_image_folder(root), Contains("reached twice, as '" + (dir / "a") + "' and as '" +
+                                                        (dir / "a/loop") + "'") &&
+                                                   Contains("remove the link"));
+  }
+  SECTION("a loop from a sub-folder up to its class folder") {
+    fs::create_directories(dir.path / "a/sub");
+    write_png(dir / "a/sub/3.png", 3, 8, 8);
+    fs::create_directory_symlink("..", dir.path / "a/sub/up");
+    CHECK_THROWS_WITH(scan_image_folder(root), Contains("as '" + (dir / "a/sub/up") + "'"));
+  }
+  SECTION("a class folder that is a link to another class's folder: the same images under two labels") {
+    fs::create_directory_symlink("a", dir.path / "c");
+    CHECK_THROWS_WITH(scan_image_folder(root), Contains("reached twice, as '" + (dir / "a") + "' and as '" +
+                                                        (dir / "c") + "'"));
+  }
+  SECTION("a link inside one class to another class's folder") {
+    fs::create_directory_symlink("../b", dir.path / "a/more");
+    CHECK_THROWS_WITH(scan_image_folder(root), Contains(dir / "a/more") && Contains(dir / "b") &&
+                                                   Contains("reached twice"));
+  }
+  SECTION("a second name for one image") {
+    fs::create_symlink("0.png", dir.path / "a/copy.png");
+    CHECK_THROWS_WITH(scan_image_folder(root), Contains(dir / "a/0.png") && Contains(dir / "a/copy.png") &&
+                                                   Contains("the same file"));
+  }
+  SECTION("links to folders and images reached once are followed, each image counted once") {
+    TempDir outside;
+    write_png(outside / "pics/x.png", 20, 8, 8);
+    write_png(outside / "y.png", 21, 8, 8);
+    fs::create_directory_symlink(outside.path / "pics", dir.path / "a/extra");
+    fs::create_symlink(outside.path / "y.png", dir.path / "b/y.png");
+    const ImageFolder f = scan_image_folder(root);
+    REQUIRE(f.size() == 8);
+    CHECK(f.labels == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
+    CHECK(f.files[3] == dir / "a/extra/x.png");
+    CHECK(f.files[7] == dir / "b/y.png");
+  }
+}
+
+// train_cifar --data folder refuses a val/ folder that shares an image with train/ (the test accuracy would count
+// images trained on); the names differ when a link leads there.
+TEST_CASE("image folder: the files two folders share, found by canonical path", "[image_folder]") {
+  TempDir dir;
+  write_png(dir / "train/a/0.png", 0, 8, 8);
+  write_png(dir / "train/b/0.png", 1, 8, 8);
+  write_png(dir / "train/b/1.png", 2, 8, 8);
+  write_png(dir / "val/a/5.png", 3, 8, 8);
+  write_png(dir / "val/c/0.png", 4, 8, 8);  // the same names as train/'s, other files
+  const auto overlap = [&] {
+    const ImageFolder train = scan_image_folder(dir.path.string(), "train");
+    return image_folder_overlap(train, scan_image_folder(dir.path.string(), "val"));
+  };
+  CHECK(overlap().empty());
+  fs::create_directory_symlink(dir.path / "train/b", dir.path / "val/b");  // a class folder that is train/'s
+  CHECK(overlap() == std::vector<std::string>{dir / "val/b/0.png", dir / "val/b/1.png"});
+  fs::create_symlink("../../train/a/0.png", dir.path / "val/a/6.png");  // an image of train/ under another name
+  CHECK(overlap() == std::vector<std::string>{dir / "val/a/6.png", dir / "val/b/0.png", dir / "val/b/1.png"});
+}
+
 TEST_CASE("image folder: bad files and folders are errors naming them", "[image_folder][errors]") {
   TempDir dir;
   write_png(dir / "ok/0.png", 0, 10, 10);
 
   SECTION("missing and empty files") {
     CHECK_THROWS_WITH(read_image(dir / "none.png"), Contains("none.png") && Contains("no such file"));
+    fs::create_directory(dir.path / "folder.png");
+    CHECK_THROWS_WITH(read_image(dir / "folder.png"), Contains("cannot open '" + (dir / "folder.png") +
+                                                               "': is a directory"));
     write_file(dir / "empty.jpg", {});
     CHECK_THROWS_WITH(read_image(dir / "empty.jpg"), Contains("empty.jpg") && Contains("is empty"));
   }

@@ -164,6 +164,16 @@ TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program
   r = run(dir, "--data folder --root " + (dir.path / "one").string() + " --holdout-every 1" + kModel);
   CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--holdout-every 1"));
+  // val/red a link to train/red: 12 of the 16 test images are training images (trained on and scored, silently).
+  fs::rename(root / "val" / "red", dir.path / "val_red");
+  fs::create_directory_symlink(root / "train" / "red", root / "val" / "red");
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--dry-run");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.log, Contains("12 image(s) of '" + (root / "val").string() + "' are images of '" +
+                             (root / "train").string() + "' too (through links), the first '" +
+                             (root / "val" / "red" / "red_0.png").string() + "'"));
+  fs::remove(root / "val" / "red");
+  fs::rename(dir.path / "val_red", root / "val" / "red");
   std::mt19937 g(4);
   write_image(root / "val" / "green" / "g.png", false, 20, 20, g);
   r = run(dir, "--data folder --root " + root.string() + kModel);

@@ -395,6 +395,38 @@ TEST_CASE("UCF101: clips that fail to decode are errors, or reported and skipped
   CHECK(Ucf101(dir.path.string(), longer).load(0, Bytes(too_long.clip_bytes()).data()) == 0);
 }
 
+// Each was reported as missing before: a clip folder as "no such file", a lists folder that does not exist as "no
+// classInd.txt in the lists folder".
+TEST_CASE("UCF101: a clip or a list that is a folder, and a lists folder that does not exist, are named as such",
+          "[ucf101][errors]") {
+  TempDir dir;
+  write_tiny_set(dir.path, 3, 1);
+  const std::string clip = (dir.path / "UCF-101/ClassB/v_ClassB_g01_c01.avi").string();
+  fs::remove(clip);
+  fs::create_directory(clip);
+  CHECK_THROWS_WITH(Ucf101(dir.path.string(), small_options()),
+                    Contains("names 1 clip(s) that are missing or not files, the first '" + clip +
+                             "' (is a directory; skip_bad_clips"));
+  std::ostringstream log;
+  Ucf101Options o = small_options();
+  o.skip_bad_clips = true;
+  o.log = &log;
+  CHECK(Ucf101(dir.path.string(), o).size() == 2);
+  CHECK_THAT(log.str(), Contains("UCF101: skipping '" + clip + "': is a directory (1 clip skipped so far)"));
+
+  const std::string nope = (dir.path / "nope").string();
+  CHECK_THROWS_WITH(find_ucf101_layout(dir.path.string(), nope),
+                    Contains("UCF101: the lists folder '" + nope + "' does not exist"));
+  const std::string list = (dir.path / "ucfTrainTestlist/trainlist01.txt").string();
+  CHECK_THROWS_WITH(find_ucf101_layout(dir.path.string(), list),
+                    Contains("UCF101: the lists folder '" + list + "' is not a folder"));
+  const fs::path lists = dir.path / "lists";
+  fs::create_directories(lists / "classInd.txt");
+  o.lists_dir = lists.string();
+  CHECK_THROWS_WITH(Ucf101(dir.path.string(), o),
+                    Contains("cannot open '" + (lists / "classInd.txt").string() + "': is a directory"));
+}
+
 // ==== the clip cache =============================================================================================
 
 TEST_CASE("UCF101 cache: the second read hits and gives the same bytes; damaged files are re-decoded",

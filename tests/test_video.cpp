@@ -250,6 +250,9 @@ TEST_CASE("video: bad files are errors naming the file and what was expected", "
   SECTION("missing file") {
     CHECK_THROWS_WITH(probe_video(dir / "absent.avi"), Contains("absent.avi") && Contains("no such file"));
     CHECK_THROWS_WITH(read_clip(dir / "absent.avi", native(1)), Contains("absent.avi") && Contains("no such file"));
+    fs::create_directory(dir.path / "folder.avi");  // "not a regular file" before
+    CHECK_THROWS_WITH(read_clip(dir / "folder.avi", native(1)),
+                      Contains("cannot open '" + (dir / "folder.avi") + "': is a directory"));
   }
   SECTION("not a video: text, and a WAV file (a media file with no video stream)") {
     write_file(dir / "text.avi", Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'v', 'i', 'd', 'e', 'o', '\n'});
