@@ -155,6 +155,16 @@ TEST_CASE("train_cifar --data folder: train/ and val/, and bad input", "[program
   r = run(dir, "--data folder --root " + root.string() + kModel + "--data-fraction 0.5");
   CHECK(r.status == 2);
   CHECK_THAT(r.log, Contains("--data-fraction is for the CIFAR and Fashion-MNIST files"));
+  // An --eval-res whose attention scores cannot fit in memory (a bad_alloc after the training, an audit found), and a
+  // --patch that does not divide the fixed images of CIFAR or Fashion-MNIST (an error after loading them): usage
+  // errors before any work.
+  r = run(dir, "--data folder --root " + root.string() + kModel + "--eval-res 4000");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--eval-res 4000: 1000001 tokens a test image at --patch 4") &&
+                        Contains("GiB of memory (a smaller --eval-res or --eval-batch)"));
+  r = run(dir, "--data fashion-mnist --root " + (dir.path / "nowhere").string() + kModel + "--patch 3");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.log, Contains("--patch 3 does not divide the side of Fashion-MNIST's 28 × 28 images"));
   // One class folder: nothing to classify (it trained to 100%).
   write_classes(dir.path / "one", 6, 5);
   fs::remove_all(dir.path / "one" / "blue");
