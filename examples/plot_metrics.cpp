@@ -17,8 +17,8 @@
 #include <data_tools/plot.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -95,14 +95,14 @@ double number_at(const liere::data::JsonObject& row, const std::string& key, con
                      ", expected a number");
 }
 
-// A group name for --bars: a string as it is, a number in its shortest form ("8", "0.25").
+// A group name for --bars: a string as it is, a number in its shortest round-trip form (std::to_chars: "8", "0.25",
+// "1234567"), which reads back as the same double: two numbers share a group only when they are equal.
 std::string group_name(const liere::data::JsonObject& row, const std::string& key, const std::string& file, int line) {
   const auto& v = row.at(key);
   if (v.is_string()) return v.as_string();
   if (v.is_number()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v.as_number());
-    return buf;
+    char buf[32];  // the longest shortest form, "-2.2250738585072014e-308", has 24 characters
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v.as_number()).ptr);
   }
   throw liere::Error(file + ":" + std::to_string(line) + ": '" + key + "' is a " + v.type_name() +
                      ", expected a number or a string");

@@ -706,6 +706,27 @@ TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same p
   CHECK(log().find("no 'nope'") != std::string::npos);
   CHECK(run("--bars --out " + png + " --x g --y acc " + dup) == 1);
   CHECK(log().find(dup + ":2: a second row for g = a") != std::string::npos);
+
+  // Numeric groups are named in their shortest round-trip form: 1234567 and 1234568 (both "1.23457e+06" with 6
+  // significant digits) are two groups, in one file or in two; 0.30000000000000004 is not 0.3.
+  const std::string p1 = scratch("bars_p1.jsonl"), p2 = scratch("bars_p2.jsonl");
+  {
+    std::ofstream f1(p1), f2(p2);
+    f1 << R"({"params":1234567,"acc":50})" << "\n" << R"({"params":1234568,"acc":55})" << "\n";
+    f2 << R"({"params":1234568,"acc":60})" << "\n" << R"({"params":0.30000000000000004,"acc":30})" << "\n"
+       << R"({"params":0.3,"acc":20})" << "\n";
+  }
+  REQUIRE(run("--bars --out " + png + " --x params --y acc --y-min 0 --y-max 100 " + p1 + " " + p2) == 0);
+  plot::BarChart pc;
+  pc.x_label = "params";
+  pc.y_label = "acc";
+  pc.groups = {"1234567", "1234568", "0.30000000000000004", "0.3"};
+  pc.bars = {"bars_p1", "bars_p2"};
+  pc.values = {{50, kNaN}, {55, 60}, {kNaN, 30}, {kNaN, 20}};
+  pc.y_min = 0;
+  pc.y_max = 100;
+  plot::bar_chart(ref, pc);
+  CHECK(load_png(png).rgb == load_png(ref).rgb);
 }
 
 // ==== the images in docs/images/plot_examples/ (hidden: run `liere_tests_O0 "[.docs]"`) =======================
