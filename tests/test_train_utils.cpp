@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 namespace fs = std::filesystem;
 namespace train = liere::train;
@@ -212,6 +213,25 @@ TEST_CASE("compare_runs prints \"p ≤ 0.0002\" (and p_bound in its JSON) when n
   REQUIRE(run(near) == 0);
   CHECK_THAT(read_text(log), Contains("\np = 0.0") && !Contains("≤"));
   CHECK_THAT(read_text(json), Contains("\"p_bound\": false"));
+}
+
+TEST_CASE("compare_runs: --resamples beyond its range is a usage error naming the flag", "[bootstrap][program]") {
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "compare_runs";
+  INFO(exe.string() << " is not built");
+  REQUIRE(fs::exists(exe));
+  const std::string a = scratch("cr_small.pred"), log = scratch("cr_small.log");
+  write_text(a, "# liere-predictions v1 n=2 columns: index label pred\n0 1 1\n1 2 0\n");
+  auto run = [&](const std::string& args) {
+    const int status = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // --resamples: 1 to 10^7 (8 bytes each: 80 MB at most; p down to 2e-7); outside, a usage error (exit 2).
+  CHECK(run(a + " " + a + " --resamples 10000000") == 0);
+  CHECK_THAT(read_text(log), Contains("2 examples, 10000000 bootstrap resamples"));
+  for (const std::string bad : {"0", "10000001", "2147483647"}) {
+    CHECK(run(a + " " + a + " --resamples " + bad) == 2);
+    CHECK_THAT(read_text(log), Contains("--resamples " + bad + ": expected an integer in [1, 10000000]"));
+  }
 }
 
 TEST_CASE("paired_bootstrap: equal accuracy gives a large p", "[bootstrap]") {
