@@ -651,6 +651,16 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   CHECK(run("--out " + png + " --y test_acc --height -5 " + bad) == 2);
   CHECK(run("--out " + png + " --y test_acc --height 100 " + bad) == 2);
   CHECK(log().find("--height 100: expected 0 (automatic) or at least 150 pixels") != std::string::npos);
+  // An empty y range, or one a log axis cannot show, is a usage error naming the flags.
+  CHECK(run("--out " + png + " --y test_acc --y-min 5 --y-max 1 " + good) == 2);
+  CHECK(log().find("--y-min 5 --y-max 1: expected --y-min below --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --y-min 1 --y-max 1 --bars " + good) == 2);
+  CHECK(log().find("--y-min 1 --y-max 1: expected --y-min below --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0 " + good) == 2);
+  CHECK(log().find("--y-min 0: --log-y needs a positive --y-min") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-max -1 " + good) == 2);
+  CHECK(log().find("--y-max -1: --log-y needs a positive --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0.01 --y-max 1 " + good) == 0);
 }
 
 TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {
