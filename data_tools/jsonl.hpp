@@ -3,7 +3,8 @@
 //
 // Values are numbers, strings, true/false or null; nested objects and arrays are rejected. Blank lines are
 // skipped. Besides strict JSON, numbers may be written NaN, Infinity, -Infinity (what Python's json.dumps
-// writes for non-finite floats) or nan, inf, -inf, -nan (what C++ streams write).
+// writes for non-finite floats) or nan, inf, -inf, -nan (what C++ streams write). A number beyond the largest double
+// (1e400) is an error, not an infinity; one below the smallest (1e-400) reads as 0, as in every JSON reader.
 // Every error is a liere::Error naming "file:line:column" (1-based; the column counts bytes). The parser is
 // liere/io/json.hpp's (ParseOptions::jsonl_row and allow_nonfinite); this header keeps the flat-row API.
 #pragma once

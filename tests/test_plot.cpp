@@ -524,7 +524,7 @@ TEST_CASE("parse_json_object: values, escapes, numbers with exponents", "[jsonl]
   using liere::data::parse_json_object;
   const auto o = parse_json_object(
       R"( {"epoch": 3, "loss":2.5e-1, "acc":-1.25E+2, "x": 0, "y": 0.5e1, "lr":1e-3, "name":"LieRE-8",)"
-      R"( "ok":true, "bad": false, "none": null, "big": 1e999} )");
+      R"( "ok":true, "bad": false, "none": null, "tiny": 1e-400} )");
   CHECK(o.at("epoch").as_number() == 3);
   CHECK(o.at("loss").as_number() == 0.25);
   CHECK(o.at("acc").as_number() == -125);
@@ -535,7 +535,7 @@ TEST_CASE("parse_json_object: values, escapes, numbers with exponents", "[jsonl]
   CHECK(o.at("ok").as_bool());
   CHECK(!o.at("bad").as_bool());
   CHECK(o.at("none").is_null());
-  CHECK(std::isinf(o.at("big").as_number()));
+  CHECK(o.at("tiny").as_number() == 0);  // below the smallest subnormal: rounds to 0, as in every JSON reader
   CHECK(o.size() == 11);
 
   const auto e = parse_json_object(R"({"s":"q\"b\\s\/n\nt\tr\rb\bf\fu\u00e9\u20ac\ud83d\ude00"})");
@@ -577,6 +577,12 @@ TEST_CASE("parse_json_object: malformed input names file:line:column", "[jsonl][
   CHECK(error_of(R"({"a":1,"a":2})") == "m.jsonl:7:8: duplicate key");
   CHECK(error_of(R"({"a":tru})") == "m.jsonl:7:6: expected a value (number, string, true, false or null)");
   CHECK(error_of(R"(["a"])") == "m.jsonl:7:1: expected '{' to start an object");
+  // A number beyond the largest double is an error, not ±inf (Infinity says that on purpose).
+  CHECK(error_of(R"({"a":1e400})") ==
+        "m.jsonl:7:6: the number 1e400 is out of the range of a double (largest 1.7976931348623157e+308; write "
+        "Infinity for an infinite value)");
+  CHECK(error_of(R"({"a":1, "b":-1.8e308})").starts_with("m.jsonl:7:13: the number -1.8e308 is out of the range"));
+  CHECK(error_of(R"({"a":1.7e308,"b":-Infinity})") == "no error");
 }
 
 TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file and line", "[jsonl]") {
@@ -661,6 +667,15 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   CHECK(run("--out " + png + " --y test_acc --log-y --y-max -1 " + good) == 2);
   CHECK(log().find("--y-max -1: --log-y needs a positive --y-max") != std::string::npos);
   CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0.01 --y-max 1 " + good) == 0);
+
+  // A number beyond the largest double names its file, line and column.
+  const std::string ovf = scratch("run_ovf.jsonl");
+  {
+    std::ofstream o(ovf);
+    o << R"({"epoch":1,"test_acc":0.5})" << "\n" << R"({"epoch":2,"test_acc":1e400})" << "\n";
+  }
+  CHECK(run("--out " + png + " --y test_acc " + ovf) == 1);
+  CHECK(log().find(ovf + ":2:23: the number 1e400 is out of the range of a double") != std::string::npos);
 }
 
 TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {
