@@ -4,8 +4,12 @@
 #include <liere/core/config.hpp>
 #include <liere/io/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 
 namespace liere::data {
 
@@ -60,8 +64,10 @@ JsonObject parse_json_object(std::string_view text, std::string_view source, int
 }
 
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a JSON-lines file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the file for reading");
+  if (!in) throw Error(path + ": cannot open the file for reading: " + std::strerror(errno));
   return read_jsonl(in, path, line_numbers);
 }
 

@@ -55,7 +55,7 @@ using JsonObject = std::map<std::string, JsonValue>;
 JsonObject parse_json_object(std::string_view text, std::string_view source = "<string>", int line_number = 1);
 
 // Reads a JSON-lines file: one object per non-blank line, in file order. With line_numbers, also the
-// (1-based) line each object came from, for messages about its values.
+// (1-based) line each object came from, for messages about its values. A directory is an error that says so.
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers = nullptr);
 // The same from a stream; `source` names it in errors.
 std::vector<JsonObject> read_jsonl(std::istream& in, std::string_view source, std::vector<int>* line_numbers = nullptr);

@@ -13,8 +13,10 @@
 // The stb include directory is private to liere_data_tools; the implementation is compiled in there.
 #include <stb/stb_image.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -613,7 +615,10 @@ TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file 
   }
   CHECK_THROWS_AS(liere::data::read_jsonl(path), liere::Error);
   CHECK_THROWS_WITH(liere::data::read_jsonl(path), Catch::Contains(path + ":2:19: expected a value"));
-  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch("no_such_file.jsonl")), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch("no_such_file.jsonl")),
+                    Catch::Contains("cannot open") && Catch::Contains(std::strerror(ENOENT)));
+  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch_dir().string()),
+                    Catch::Equals(scratch_dir().string() + ": is a directory, not a JSON-lines file"));
 }
 
 // ==== the plot_metrics program ==========================================================================
@@ -676,6 +681,9 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   }
   CHECK(run("--out " + png + " --y test_acc " + ovf) == 1);
   CHECK(log().find(ovf + ":2:23: the number 1e400 is out of the range of a double") != std::string::npos);
+  // A directory is an error that says so, not a file without rows.
+  CHECK(run("--out " + png + " --y test_acc " + good + " " + scratch_dir().string()) == 1);
+  CHECK(log().find(scratch_dir().string() + ": is a directory") != std::string::npos);
 }
 
 TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {
