@@ -233,6 +233,24 @@ TEST_CASE("nice_ticks: 1-2-5 steps inside the range, clean labels", "[plot][tick
   CHECK(plot::nice_ticks(0, 3e-5, 3).labels == std::vector<std::string>{"0", "1e-5", "2e-5", "3e-5"});
 }
 
+TEST_CASE("nice_ticks: a range wider than the largest double (data near ±1.8e308)", "[plot][ticks]") {
+  // hi − lo overflows to inf: the ticks are still 1-2-5 steps inside the range.
+  for (const double top : {1e308, 1.7e308, std::numeric_limits<double>::max()})
+    for (const int target : {1, 2, 6}) {
+      const plot::Ticks t = plot::nice_ticks(-top, top, target);
+      INFO("top " << top << ", target " << target << ", step " << t.step);
+      REQUIRE(std::isfinite(t.step));
+      const double mantissa = t.step / std::pow(10.0, std::floor(std::log10(t.step) + 1e-9));
+      CHECK((std::abs(mantissa - 1) < 1e-6 || std::abs(mantissa - 2) < 1e-6 || std::abs(mantissa - 5) < 1e-6));
+      REQUIRE(t.values.size() >= 2);
+      for (const double x : t.values) {
+        CHECK(std::isfinite(x));
+        CHECK(std::abs(x) <= top);
+      }
+      CHECK(t.labels.size() == t.values.size());
+    }
+}
+
 // ==== line chart ========================================================================================
 
 TEST_CASE("line_chart: series colours are inside the plot areas only, gaps stay empty, the title renders",
@@ -306,6 +324,34 @@ TEST_CASE("line_chart: series colours are inside the plot areas only, gaps stay 
   REQUIRE(layout.title.width() > 0);
   CHECK(count_in(img, plot::kTextColor, layout.title) > 50);
   CHECK(std::abs((layout.title.x0 + layout.title.x1) / 2 - 400) <= 1);
+}
+
+TEST_CASE("line_chart: data from -1e308 to 1e308 (a range wider than the largest double) is drawn", "[plot][line]") {
+  plot::LineChart chart;
+  chart.width = 600;
+  chart.height = 400;
+  plot::Panel panel;
+  panel.series = {plot::Series{"wide", {-1e308, 0, 1e308}, {1e308, 0, -1e308}, kRed}};
+  panel.legend = false;
+  chart.panels = {panel};
+  const std::string path = scratch("line_chart_wide.png");
+  const plot::Layout layout = plot::line_chart(path, chart);
+  const plot::PanelLayout& p = layout.panels.at(0);
+  CHECK(std::isfinite(p.x_min));
+  CHECK(std::isfinite(p.x_max));
+  CHECK(p.x_min <= -1e308);
+  CHECK(p.x_max >= 1e308);
+  CHECK(p.y_min <= -1e308);
+  CHECK(p.y_max >= 1e308);
+  // The middle point (0, 0) is at the middle of the area; the ends are inside it.
+  CHECK(std::abs(p.to_px(0) - (p.area.x0 + p.area.x1) / 2) < 1);
+  CHECK(std::abs(p.to_py(0) - (p.area.y0 + p.area.y1) / 2) < 1);
+  CHECK(p.area.contains(p.to_px(-1e308), p.to_py(1e308)));
+  CHECK(p.area.contains(p.to_px(1e308) - 1, p.to_py(-1e308) - 1));
+  const Image img = load_png(path);
+  const Count n = count_color(img, kRed, {p.area});
+  CHECK(n.inside > 200);
+  CHECK(n.outside == 0);
 }
 
 TEST_CASE("line_chart: errors name what is wrong", "[plot][line][errors]") {
@@ -403,6 +449,27 @@ TEST_CASE("bar_chart: a bar of 50 on a 0–100 axis reaches the middle row; colo
     }
   CHECK(grey > 20);
   CHECK(count_in(img, plot::kTextColor, layout.title) > 50);
+}
+
+TEST_CASE("bar_chart: values of ±1e308 (a range wider than the largest double) are drawn", "[plot][bar]") {
+  plot::BarChart chart;
+  chart.groups = {"a", "b"};
+  chart.bars = {"x"};
+  chart.values = {{1e308}, {-1e308}};
+  chart.colors = {kRed};
+  chart.value_labels = false;
+  const std::string path = scratch("bar_chart_wide.png");
+  const plot::Layout layout = plot::bar_chart(path, chart);
+  const plot::PanelLayout& p = layout.panels.at(0);
+  CHECK(std::isfinite(p.y_max));
+  CHECK(p.y_max >= 1e308);
+  CHECK(p.y_min <= -1e308);
+  // Both bars start at 0, in the middle of the axis, and reach beyond a third of the area's height.
+  REQUIRE(layout.bars.size() == 2);
+  CHECK(layout.bars[0].height() > p.area.height() / 3);
+  CHECK(layout.bars[1].height() > p.area.height() / 3);
+  CHECK(std::abs(layout.bars[0].y1 - layout.bars[1].y0) <= 1);
+  CHECK(count_color(load_png(path), kRed, {p.area, layout.legends.at(0)}).inside > 1000);
 }
 
 TEST_CASE("bar_chart: default range starts at 0; errors name the shape", "[plot][bar][errors]") {
@@ -673,14 +740,16 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   CHECK(log().find("--y-max -1: --log-y needs a positive --y-max") != std::string::npos);
   CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0.01 --y-max 1 " + good) == 0);
 
-  // A number beyond the largest double names its file, line and column.
-  const std::string ovf = scratch("run_ovf.jsonl");
+  // A number beyond the largest double names its file, line and column; ±1e308 on both axes is drawn.
+  const std::string ovf = scratch("run_ovf.jsonl"), huge = scratch("run_huge.jsonl");
   {
-    std::ofstream o(ovf);
+    std::ofstream o(ovf), h(huge);
     o << R"({"epoch":1,"test_acc":0.5})" << "\n" << R"({"epoch":2,"test_acc":1e400})" << "\n";
+    h << R"({"epoch":-1e308,"test_acc":1e308})" << "\n" << R"({"epoch":1e308,"test_acc":-1e308})" << "\n";
   }
   CHECK(run("--out " + png + " --y test_acc " + ovf) == 1);
   CHECK(log().find(ovf + ":2:23: the number 1e400 is out of the range of a double") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc " + huge) == 0);
   // A directory is an error that says so, not a file without rows.
   CHECK(run("--out " + png + " --y test_acc " + good + " " + scratch_dir().string()) == 1);
   CHECK(log().find(scratch_dir().string() + ": is a directory") != std::string::npos);
