@@ -378,6 +378,8 @@ TEST_CASE("line_chart: errors name what is wrong", "[plot][line][errors]") {
   CHECK_THROWS_AS(plot::line_chart(unwritable, chart), liere::Error);
   CHECK_THROWS_WITH(plot::line_chart(unwritable, chart),
                     Catch::Contains("cannot write") && Catch::Contains("does not exist"));
+  CHECK_THROWS_WITH(plot::line_chart(scratch_dir().string(), chart),
+                    Catch::Contains("cannot write") && Catch::Contains(std::strerror(EISDIR)));
 
   chart.title = "needs a font";
   chart.fonts.bold = "/nonexistent/NoSuchFont.ttf";
