@@ -8,6 +8,8 @@
 //     0, since 2/(N+1) is then a floor, not an estimate (JSON: "p_bound": true),
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
+// --resamples takes 1 to 10^7 (kMaxResamples); a header whose n is more than the file's bytes can hold is an error
+// naming the file and line before any memory is reserved for it (check_header_count).
 #include <app/bootstrap.hpp>
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
