@@ -4,7 +4,12 @@
 #include <liere/core/config.hpp>
 #include <liere/io/json.hpp>
 
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 
 namespace liere::data {
 
@@ -42,7 +47,15 @@ JsonObject parse_json_object(std::string_view text, std::string_view source, int
     JsonValue& out = obj[key];  // keys are unique: the parser refuses duplicates
     switch (v.type) {
       case io::json::Value::Type::boolean: out = JsonValue(v.boolean); break;
-      case io::json::Value::Type::number: out = JsonValue(v.number); break;
+      case io::json::Value::Type::number:
+        // The parser reads a literal beyond the largest double (1e400) as ±inf; in a metrics file that is a value
+        // no double holds, not an infinity (written Infinity or inf, with an 'I' or 'i').
+        if (std::isinf(v.number) && v.text.find_first_of("Ii") == std::string::npos)
+          throw io::json::ParseError(opt.source, v.line, v.column,
+                                     "the number " + v.text + " is out of the range of a double (largest "
+                                     "1.7976931348623157e+308; write Infinity for an infinite value)");
+        out = JsonValue(v.number);
+        break;
       case io::json::Value::Type::string: out = JsonValue(v.text); break;
       default: break;  // null (objects and arrays are refused by jsonl_row)
     }
@@ -51,8 +64,10 @@ JsonObject parse_json_object(std::string_view text, std::string_view source, int
 }
 
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a JSON-lines file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the file for reading");
+  if (!in) throw Error(path + ": cannot open the file for reading: " + std::strerror(errno));
   return read_jsonl(in, path, line_numbers);
 }
 

@@ -3,7 +3,8 @@
 //
 // Values are numbers, strings, true/false or null; nested objects and arrays are rejected. Blank lines are
 // skipped. Besides strict JSON, numbers may be written NaN, Infinity, -Infinity (what Python's json.dumps
-// writes for non-finite floats) or nan, inf, -inf, -nan (what C++ streams write).
+// writes for non-finite floats) or nan, inf, -inf, -nan (what C++ streams write). A number beyond the largest double
+// (1e400) is an error, not an infinity; one below the smallest (1e-400) reads as 0, as in every JSON reader.
 // Every error is a liere::Error naming "file:line:column" (1-based; the column counts bytes). The parser is
 // liere/io/json.hpp's (ParseOptions::jsonl_row and allow_nonfinite); this header keeps the flat-row API.
 #pragma once
@@ -54,7 +55,7 @@ using JsonObject = std::map<std::string, JsonValue>;
 JsonObject parse_json_object(std::string_view text, std::string_view source = "<string>", int line_number = 1);
 
 // Reads a JSON-lines file: one object per non-blank line, in file order. With line_numbers, also the
-// (1-based) line each object came from, for messages about its values.
+// (1-based) line each object came from, for messages about its values. A directory is an error that says so.
 std::vector<JsonObject> read_jsonl(const std::string& path, std::vector<int>* line_numbers = nullptr);
 // The same from a stream; `source` names it in errors.
 std::vector<JsonObject> read_jsonl(std::istream& in, std::string_view source, std::vector<int>* line_numbers = nullptr);

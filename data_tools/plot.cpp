@@ -498,12 +498,14 @@ Ticks nice_ticks(double lo, double hi, int target, double min_step) {
   LIERE_ENSURE(std::isfinite(lo) && std::isfinite(hi) && hi > lo,
                "nice_ticks: the range [" << lo << ", " << hi << "] is empty or not finite");
   target = std::max(target, 1);
-  // The 1-2-5 step that gives the tick count closest to the target (ties: the larger step).
-  const double range = hi - lo;
-  const double mag = std::pow(10.0, std::floor(std::log10(range / target)));
+  // The 1-2-5 step that gives the tick count closest to the target (ties: the larger step). The range is r·s: hi − lo
+  // (s = 1), or its half (s = 2) where hi − lo overflows (data near ±1.8e308).
+  const double s = std::isfinite(hi - lo) ? 1 : 2, r = hi / s - lo / s;
+  const double mag = std::pow(10.0, std::floor(std::log10(r / target) + std::log10(s)));
   double step = mag, best = std::numeric_limits<double>::infinity();
   for (const double m : {0.5, 1.0, 2.0, 5.0, 10.0}) {
-    const double miss = std::abs(range / (m * mag) - target);
+    if (!std::isfinite(m * mag)) continue;  // beyond the largest double
+    const double miss = std::abs(r / (m * mag) * s - target);
     if (miss <= best + 1e-9) step = m * mag, best = miss;
   }
   if (min_step > 0 && step < min_step) {  // the smallest 1-2-5 step ≥ min_step
@@ -556,14 +558,26 @@ Ticks log_ticks(double lo, double hi, int target) {
 
 // ==== layouts ===========================================================================================
 
-double PanelLayout::to_px(double x) const { return area.x0 + (x - x_min) / (x_max - x_min) * area.width(); }
+namespace {
+
+// (v − lo) / (hi − lo): where v lies in [lo, hi], 0 at lo and 1 at hi. Where a difference overflows (data near
+// ±1.8e308) all three are halved first, which is exact for numbers that large.
+double fraction(double v, double lo, double hi) {
+  const double d = v - lo, r = hi - lo;
+  if (std::isfinite(d) && std::isfinite(r)) return d / r;
+  return (v / 2 - lo / 2) / (hi / 2 - lo / 2);
+}
+
+}  // namespace
+
+double PanelLayout::to_px(double x) const { return area.x0 + fraction(x, x_min, x_max) * area.width(); }
 
 double PanelLayout::to_py(double y) const {
   if (log_y) {
     const double l0 = std::log10(y_min), l1 = std::log10(y_max);
     return y > 0 ? area.y1 - (std::log10(y) - l0) / (l1 - l0) * area.height() : kNaN;
   }
-  return area.y1 - (y - y_min) / (y_max - y_min) * area.height();
+  return area.y1 - fraction(y, y_min, y_max) * area.height();
 }
 
 namespace {
@@ -667,23 +681,25 @@ struct Range {
   bool empty() const { return std::isnan(lo); }
 };
 
-// Widens a degenerate range and adds a margin (in log10 units on a log axis).
+// Widens a degenerate range and adds a margin (in log10 units on a log axis), at most to ±the largest double (data
+// near ±1.8e308, whose hi − lo may overflow: the margin is hi·frac − lo·frac).
 void pad_range(double& lo, double& hi, double frac, bool log) {
+  constexpr double kMax = std::numeric_limits<double>::max();
   if (log) {
     double l0 = std::log10(lo), l1 = std::log10(hi);
     if (l1 - l0 < 1e-12) l0 -= 0.5, l1 += 0.5;
     const double m = (l1 - l0) * frac;
     lo = std::pow(10.0, l0 - m);
-    hi = std::pow(10.0, l1 + m);
+    hi = std::min(std::pow(10.0, l1 + m), kMax);
     return;
   }
   if (hi - lo < 1e-12 * std::max(1.0, std::abs(lo))) {
     const double d = std::abs(lo) > 0 ? 0.1 * std::abs(lo) : 1.0;
-    lo -= d, hi += d;
+    lo = std::max(lo - d, -kMax), hi = std::min(hi + d, kMax);
     return;
   }
-  const double m = (hi - lo) * frac;
-  lo -= m, hi += m;
+  const double m = hi * frac - lo * frac;
+  lo = std::max(lo - m, -kMax), hi = std::min(hi + m, kMax);
 }
 
 }  // namespace
@@ -919,10 +935,12 @@ Canvas render(const BarChart& spec, Layout* layout_out) {
   if (spec.y_max) {
     pl.y_max = *spec.y_max;
   } else {
-    const double top = data.hi + 0.05 * (data.hi - pl.y_min);
+    // At most ±the largest double (data near ±1.8e308, whose data.hi − y_min may overflow).
+    constexpr double kMax = std::numeric_limits<double>::max();
+    const double top = std::min(data.hi + (0.05 * data.hi - 0.05 * pl.y_min), kMax);
     const double step = nice_ticks(pl.y_min, top > pl.y_min ? top : pl.y_min + 1, 6).step;
-    pl.y_max = std::ceil(top / step - 1e-9) * step;
-    if (!spec.y_min && pl.y_min < 0) pl.y_min = std::floor(pl.y_min / step + 1e-9) * step;
+    pl.y_max = std::min(std::ceil(top / step - 1e-9) * step, kMax);
+    if (!spec.y_min && pl.y_min < 0) pl.y_min = std::max(std::floor(pl.y_min / step + 1e-9) * step, -kMax);
   }
   LIERE_ENSURE(pl.y_max > pl.y_min, "bar_chart: y range [" << pl.y_min << ", " << pl.y_max << "] is empty");
 

@@ -138,7 +138,8 @@ class Canvas {
 // ---- ticks -------------------------------------------------------------------------------------------
 
 // Tick positions at 1-2-5 steps (…, 0.1, 0.2, 0.5, 1, 2, 5, 10, …) inside [lo, hi], about `target` of
-// them; `step` is the spacing. With min_step > 0 the step is at least that (1 for integer data).
+// them; `step` is the spacing. With min_step > 0 the step is at least that (1 for integer data). Any finite
+// lo < hi, also one whose hi − lo overflows (data near ±1.8e308, which the charts draw too).
 struct Ticks {
   std::vector<double> values;
   std::vector<std::string> labels;  // one per value

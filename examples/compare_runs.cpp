@@ -8,17 +8,28 @@
 //     0, since 2/(N+1) is then a floor, not an estimate (JSON: "p_bound": true),
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
+// --resamples takes 1 to 10^7 (kMaxResamples); a header whose n is more than the file's bytes can hold is an error
+// naming the file and line before any memory is reserved for it (check_header_count).
 #include <app/bootstrap.hpp>
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
+
+// --resamples at most 10^7: each bootstrap keeps one double per resample (80 MB at this bound; the three run one after
+// the other), the smallest p-value is then 2e-7, and the time grows as resamples × examples (10^5 resamples of 10^4
+// examples took 27 s on one core).
+constexpr int kMaxResamples = 10'000'000;
 
 struct Config {
   std::string a, b;          // the two predictions files
@@ -44,10 +55,35 @@ void check_same_examples(const Config& cfg, const liere::train::Predictions& a, 
                        "): not the same test set, or not in the same order");
 }
 
+// The header's n against what the file can hold, before read_predictions reserves n examples: an example line
+// "index label pred" takes at least 6 bytes with its newline, so a damaged header (n=1000000000000000000) is an error
+// naming the file and line, not an allocation of that size. A file whose size is unknown (not a regular file) or
+// whose header has no count is left to read_predictions, which names what is wrong with it.
+void check_header_count(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  std::string header;
+  if (ec || !std::getline(in, header)) return;
+  const auto pos = header.find(" n=");
+  unsigned long long n = 0;
+  if (!header.starts_with(liere::train::kPredictionsMagic) || pos == std::string::npos ||
+      std::from_chars(header.data() + pos + 3, header.data() + header.size(), n).ec != std::errc())
+    return;
+  const std::uintmax_t rest = bytes - std::min<std::uintmax_t>(bytes, header.size() + 1);  // after the header line
+  const std::uintmax_t most = (rest + 1) / 6;  // k example lines take at least 6k - 1 bytes (the last without '\n')
+  if (n > most)
+    throw liere::Error(path + ":1: the header says n=" + std::to_string(n) + ", more examples than the " +
+                       std::to_string(rest) + " bytes after it can hold (at most " + std::to_string(most) +
+                       ": an example line 'index label pred' takes at least 6)");
+}
+
 // Both accuracies, the paired bootstrap and the discordant counts, printed and (--json) written.
 void compare(const Config& cfg) {
   namespace train = liere::train;
+  check_header_count(cfg.a);
   const train::Predictions pa = train::read_predictions(cfg.a);
+  check_header_count(cfg.b);
   const train::Predictions pb = train::read_predictions(cfg.b);
   check_same_examples(cfg, pa, pb);
   const auto ca = pa.correct(), cb = pb.correct();
@@ -112,14 +148,15 @@ int main(int argc, char** argv) {
                         "the two-sided paired-bootstrap p-value for equal accuracy.");
     f.section("Options");
     f.positional("A.pred B.pred", &files, "the two predictions files");
-    f.add("resamples", &cfg.resamples, "bootstrap resamples (the smallest p-value is 2/(N+1))");
+    f.add("resamples", &cfg.resamples,
+          "bootstrap resamples (the smallest p-value is 2/(N+1); 8 bytes each, the time grows as N × examples)",
+          liere::app::Range{1, kMaxResamples});
     f.add("seed", &cfg.seed, "random seed; the same seed gives the same numbers");
     f.add("level", &cfg.level, "confidence level of the intervals");
     f.add("json", &cfg.json, "also write the results as a JSON object to OUT (atomically)", "OUT");
     if (!f.parse(argc, argv)) return 0;
     if (files.size() != 2)
       throw liere::app::UsageError("give exactly two predictions files, got " + std::to_string(files.size()));
-    if (cfg.resamples < 1) throw liere::app::UsageError("--resamples must be at least 1");
     if (!(cfg.level > 0 && cfg.level < 1)) throw liere::app::UsageError("--level must be in (0, 1)");
     cfg.a = files[0];
     cfg.b = files[1];

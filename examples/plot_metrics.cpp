@@ -17,8 +17,8 @@
 #include <data_tools/plot.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -65,7 +65,8 @@ Config parse_args(int argc, char** argv, bool& help) {
                                   "every file one bar in each group; exactly one --y");
   f.add("lo", &cfg.lo, "with --bars: error bars from this key and --hi's (e.g. the ends of a 95% CI)", "KEY");
   f.add("hi", &cfg.hi, "with --bars: the upper ends of the error bars", "KEY");
-  f.add("y-min", &cfg.y_min, "fixed y range (default: from the data; bars start at 0)");
+  f.add("y-min", &cfg.y_min,
+        "fixed y range, below --y-max and positive with --log-y (default: from the data; bars start at 0)");
   f.add("y-max", &cfg.y_max, "fixed y range (default: from the data)");
   f.add("width", &cfg.width, "image width, pixels", liere::app::Range{200, 16384});
   f.add("height", &cfg.height, "image height, pixels (0: 300 per panel, plus room for the title)",
@@ -75,6 +76,12 @@ Config parse_args(int argc, char** argv, bool& help) {
   if (cfg.out.empty()) throw UsageError("--out is required");
   LIERE_USAGE(cfg.height == 0 || cfg.height >= 150,
               "--height " << cfg.height << ": expected 0 (automatic) or at least 150 pixels");
+  LIERE_USAGE(!cfg.y_min || !cfg.y_max || *cfg.y_min < *cfg.y_max,
+              "--y-min " << *cfg.y_min << " --y-max " << *cfg.y_max << ": expected --y-min below --y-max");
+  if (cfg.log_y && !cfg.bars) {  // bar charts have a linear axis
+    LIERE_USAGE(!cfg.y_min || *cfg.y_min > 0, "--y-min " << *cfg.y_min << ": --log-y needs a positive --y-min");
+    LIERE_USAGE(!cfg.y_max || *cfg.y_max > 0, "--y-max " << *cfg.y_max << ": --log-y needs a positive --y-max");
+  }
   if (cfg.y.empty()) throw UsageError("give at least one --y key");
   if (cfg.files.empty()) throw UsageError("give at least one metrics file");
   if (cfg.bars && cfg.y.size() != 1) throw UsageError("--bars takes exactly one --y key");
@@ -95,14 +102,14 @@ double number_at(const liere::data::JsonObject& row, const std::string& key, con
                      ", expected a number");
 }
 
-// A group name for --bars: a string as it is, a number in its shortest form ("8", "0.25").
+// A group name for --bars: a string as it is, a number in its shortest round-trip form (std::to_chars: "8", "0.25",
+// "1234567"), which reads back as the same double: two numbers share a group only when they are equal.
 std::string group_name(const liere::data::JsonObject& row, const std::string& key, const std::string& file, int line) {
   const auto& v = row.at(key);
   if (v.is_string()) return v.as_string();
   if (v.is_number()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v.as_number());
-    return buf;
+    char buf[32];  // the longest shortest form, "-2.2250738585072014e-308", has 24 characters
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v.as_number()).ptr);
   }
   throw liere::Error(file + ":" + std::to_string(line) + ": '" + key + "' is a " + v.type_name() +
                      ", expected a number or a string");

@@ -13,8 +13,10 @@
 // The stb include directory is private to liere_data_tools; the implementation is compiled in there.
 #include <stb/stb_image.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -231,6 +233,24 @@ TEST_CASE("nice_ticks: 1-2-5 steps inside the range, clean labels", "[plot][tick
   CHECK(plot::nice_ticks(0, 3e-5, 3).labels == std::vector<std::string>{"0", "1e-5", "2e-5", "3e-5"});
 }
 
+TEST_CASE("nice_ticks: a range wider than the largest double (data near ±1.8e308)", "[plot][ticks]") {
+  // hi − lo overflows to inf: the ticks are still 1-2-5 steps inside the range.
+  for (const double top : {1e308, 1.7e308, std::numeric_limits<double>::max()})
+    for (const int target : {1, 2, 6}) {
+      const plot::Ticks t = plot::nice_ticks(-top, top, target);
+      INFO("top " << top << ", target " << target << ", step " << t.step);
+      REQUIRE(std::isfinite(t.step));
+      const double mantissa = t.step / std::pow(10.0, std::floor(std::log10(t.step) + 1e-9));
+      CHECK((std::abs(mantissa - 1) < 1e-6 || std::abs(mantissa - 2) < 1e-6 || std::abs(mantissa - 5) < 1e-6));
+      REQUIRE(t.values.size() >= 2);
+      for (const double x : t.values) {
+        CHECK(std::isfinite(x));
+        CHECK(std::abs(x) <= top);
+      }
+      CHECK(t.labels.size() == t.values.size());
+    }
+}
+
 // ==== line chart ========================================================================================
 
 TEST_CASE("line_chart: series colours are inside the plot areas only, gaps stay empty, the title renders",
@@ -306,6 +326,34 @@ TEST_CASE("line_chart: series colours are inside the plot areas only, gaps stay 
   CHECK(std::abs((layout.title.x0 + layout.title.x1) / 2 - 400) <= 1);
 }
 
+TEST_CASE("line_chart: data from -1e308 to 1e308 (a range wider than the largest double) is drawn", "[plot][line]") {
+  plot::LineChart chart;
+  chart.width = 600;
+  chart.height = 400;
+  plot::Panel panel;
+  panel.series = {plot::Series{"wide", {-1e308, 0, 1e308}, {1e308, 0, -1e308}, kRed}};
+  panel.legend = false;
+  chart.panels = {panel};
+  const std::string path = scratch("line_chart_wide.png");
+  const plot::Layout layout = plot::line_chart(path, chart);
+  const plot::PanelLayout& p = layout.panels.at(0);
+  CHECK(std::isfinite(p.x_min));
+  CHECK(std::isfinite(p.x_max));
+  CHECK(p.x_min <= -1e308);
+  CHECK(p.x_max >= 1e308);
+  CHECK(p.y_min <= -1e308);
+  CHECK(p.y_max >= 1e308);
+  // The middle point (0, 0) is at the middle of the area; the ends are inside it.
+  CHECK(std::abs(p.to_px(0) - (p.area.x0 + p.area.x1) / 2) < 1);
+  CHECK(std::abs(p.to_py(0) - (p.area.y0 + p.area.y1) / 2) < 1);
+  CHECK(p.area.contains(p.to_px(-1e308), p.to_py(1e308)));
+  CHECK(p.area.contains(p.to_px(1e308) - 1, p.to_py(-1e308) - 1));
+  const Image img = load_png(path);
+  const Count n = count_color(img, kRed, {p.area});
+  CHECK(n.inside > 200);
+  CHECK(n.outside == 0);
+}
+
 TEST_CASE("line_chart: errors name what is wrong", "[plot][line][errors]") {
   plot::LineChart chart;
   const std::string path = scratch("line_chart_error.png");
@@ -330,6 +378,8 @@ TEST_CASE("line_chart: errors name what is wrong", "[plot][line][errors]") {
   CHECK_THROWS_AS(plot::line_chart(unwritable, chart), liere::Error);
   CHECK_THROWS_WITH(plot::line_chart(unwritable, chart),
                     Catch::Contains("cannot write") && Catch::Contains("does not exist"));
+  CHECK_THROWS_WITH(plot::line_chart(scratch_dir().string(), chart),
+                    Catch::Contains("cannot write") && Catch::Contains(std::strerror(EISDIR)));
 
   chart.title = "needs a font";
   chart.fonts.bold = "/nonexistent/NoSuchFont.ttf";
@@ -401,6 +451,27 @@ TEST_CASE("bar_chart: a bar of 50 on a 0–100 axis reaches the middle row; colo
     }
   CHECK(grey > 20);
   CHECK(count_in(img, plot::kTextColor, layout.title) > 50);
+}
+
+TEST_CASE("bar_chart: values of ±1e308 (a range wider than the largest double) are drawn", "[plot][bar]") {
+  plot::BarChart chart;
+  chart.groups = {"a", "b"};
+  chart.bars = {"x"};
+  chart.values = {{1e308}, {-1e308}};
+  chart.colors = {kRed};
+  chart.value_labels = false;
+  const std::string path = scratch("bar_chart_wide.png");
+  const plot::Layout layout = plot::bar_chart(path, chart);
+  const plot::PanelLayout& p = layout.panels.at(0);
+  CHECK(std::isfinite(p.y_max));
+  CHECK(p.y_max >= 1e308);
+  CHECK(p.y_min <= -1e308);
+  // Both bars start at 0, in the middle of the axis, and reach beyond a third of the area's height.
+  REQUIRE(layout.bars.size() == 2);
+  CHECK(layout.bars[0].height() > p.area.height() / 3);
+  CHECK(layout.bars[1].height() > p.area.height() / 3);
+  CHECK(std::abs(layout.bars[0].y1 - layout.bars[1].y0) <= 1);
+  CHECK(count_color(load_png(path), kRed, {p.area, layout.legends.at(0)}).inside > 1000);
 }
 
 TEST_CASE("bar_chart: default range starts at 0; errors name the shape", "[plot][bar][errors]") {
@@ -524,7 +595,7 @@ TEST_CASE("parse_json_object: values, escapes, numbers with exponents", "[jsonl]
   using liere::data::parse_json_object;
   const auto o = parse_json_object(
       R"( {"epoch": 3, "loss":2.5e-1, "acc":-1.25E+2, "x": 0, "y": 0.5e1, "lr":1e-3, "name":"LieRE-8",)"
-      R"( "ok":true, "bad": false, "none": null, "big": 1e999} )");
+      R"( "ok":true, "bad": false, "none": null, "tiny": 1e-400} )");
   CHECK(o.at("epoch").as_number() == 3);
   CHECK(o.at("loss").as_number() == 0.25);
   CHECK(o.at("acc").as_number() == -125);
@@ -535,7 +606,7 @@ TEST_CASE("parse_json_object: values, escapes, numbers with exponents", "[jsonl]
   CHECK(o.at("ok").as_bool());
   CHECK(!o.at("bad").as_bool());
   CHECK(o.at("none").is_null());
-  CHECK(std::isinf(o.at("big").as_number()));
+  CHECK(o.at("tiny").as_number() == 0);  // below the smallest subnormal: rounds to 0, as in every JSON reader
   CHECK(o.size() == 11);
 
   const auto e = parse_json_object(R"({"s":"q\"b\\s\/n\nt\tr\rb\bf\fu\u00e9\u20ac\ud83d\ude00"})");
@@ -577,6 +648,12 @@ TEST_CASE("parse_json_object: malformed input names file:line:column", "[jsonl][
   CHECK(error_of(R"({"a":1,"a":2})") == "m.jsonl:7:8: duplicate key");
   CHECK(error_of(R"({"a":tru})") == "m.jsonl:7:6: expected a value (number, string, true, false or null)");
   CHECK(error_of(R"(["a"])") == "m.jsonl:7:1: expected '{' to start an object");
+  // A number beyond the largest double is an error, not ±inf (Infinity says that on purpose).
+  CHECK(error_of(R"({"a":1e400})") ==
+        "m.jsonl:7:6: the number 1e400 is out of the range of a double (largest 1.7976931348623157e+308; write "
+        "Infinity for an infinite value)");
+  CHECK(error_of(R"({"a":1, "b":-1.8e308})").starts_with("m.jsonl:7:13: the number -1.8e308 is out of the range"));
+  CHECK(error_of(R"({"a":1.7e308,"b":-Infinity})") == "no error");
 }
 
 TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file and line", "[jsonl]") {
@@ -607,7 +684,10 @@ TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file 
   }
   CHECK_THROWS_AS(liere::data::read_jsonl(path), liere::Error);
   CHECK_THROWS_WITH(liere::data::read_jsonl(path), Catch::Contains(path + ":2:19: expected a value"));
-  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch("no_such_file.jsonl")), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch("no_such_file.jsonl")),
+                    Catch::Contains("cannot open") && Catch::Contains(std::strerror(ENOENT)));
+  CHECK_THROWS_WITH(liere::data::read_jsonl(scratch_dir().string()),
+                    Catch::Equals(scratch_dir().string() + ": is a directory, not a JSON-lines file"));
 }
 
 // ==== the plot_metrics program ==========================================================================
@@ -651,6 +731,30 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   CHECK(run("--out " + png + " --y test_acc --height -5 " + bad) == 2);
   CHECK(run("--out " + png + " --y test_acc --height 100 " + bad) == 2);
   CHECK(log().find("--height 100: expected 0 (automatic) or at least 150 pixels") != std::string::npos);
+  // An empty y range, or one a log axis cannot show, is a usage error naming the flags.
+  CHECK(run("--out " + png + " --y test_acc --y-min 5 --y-max 1 " + good) == 2);
+  CHECK(log().find("--y-min 5 --y-max 1: expected --y-min below --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --y-min 1 --y-max 1 --bars " + good) == 2);
+  CHECK(log().find("--y-min 1 --y-max 1: expected --y-min below --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0 " + good) == 2);
+  CHECK(log().find("--y-min 0: --log-y needs a positive --y-min") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-max -1 " + good) == 2);
+  CHECK(log().find("--y-max -1: --log-y needs a positive --y-max") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc --log-y --y-min 0.01 --y-max 1 " + good) == 0);
+
+  // A number beyond the largest double names its file, line and column; ±1e308 on both axes is drawn.
+  const std::string ovf = scratch("run_ovf.jsonl"), huge = scratch("run_huge.jsonl");
+  {
+    std::ofstream o(ovf), h(huge);
+    o << R"({"epoch":1,"test_acc":0.5})" << "\n" << R"({"epoch":2,"test_acc":1e400})" << "\n";
+    h << R"({"epoch":-1e308,"test_acc":1e308})" << "\n" << R"({"epoch":1e308,"test_acc":-1e308})" << "\n";
+  }
+  CHECK(run("--out " + png + " --y test_acc " + ovf) == 1);
+  CHECK(log().find(ovf + ":2:23: the number 1e400 is out of the range of a double") != std::string::npos);
+  CHECK(run("--out " + png + " --y test_acc " + huge) == 0);
+  // A directory is an error that says so, not a file without rows.
+  CHECK(run("--out " + png + " --y test_acc " + good + " " + scratch_dir().string()) == 1);
+  CHECK(log().find(scratch_dir().string() + ": is a directory") != std::string::npos);
 }
 
 TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same pixels as bar_chart", "[plot][program][needs-plot_metrics]") {
@@ -706,6 +810,27 @@ TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same p
   CHECK(log().find("no 'nope'") != std::string::npos);
   CHECK(run("--bars --out " + png + " --x g --y acc " + dup) == 1);
   CHECK(log().find(dup + ":2: a second row for g = a") != std::string::npos);
+
+  // Numeric groups are named in their shortest round-trip form: 1234567 and 1234568 (both "1.23457e+06" with 6
+  // significant digits) are two groups, in one file or in two; 0.30000000000000004 is not 0.3.
+  const std::string p1 = scratch("bars_p1.jsonl"), p2 = scratch("bars_p2.jsonl");
+  {
+    std::ofstream f1(p1), f2(p2);
+    f1 << R"({"params":1234567,"acc":50})" << "\n" << R"({"params":1234568,"acc":55})" << "\n";
+    f2 << R"({"params":1234568,"acc":60})" << "\n" << R"({"params":0.30000000000000004,"acc":30})" << "\n"
+       << R"({"params":0.3,"acc":20})" << "\n";
+  }
+  REQUIRE(run("--bars --out " + png + " --x params --y acc --y-min 0 --y-max 100 " + p1 + " " + p2) == 0);
+  plot::BarChart pc;
+  pc.x_label = "params";
+  pc.y_label = "acc";
+  pc.groups = {"1234567", "1234568", "0.30000000000000004", "0.3"};
+  pc.bars = {"bars_p1", "bars_p2"};
+  pc.values = {{50, kNaN}, {55, 60}, {kNaN, 30}, {kNaN, 20}};
+  pc.y_min = 0;
+  pc.y_max = 100;
+  plot::bar_chart(ref, pc);
+  CHECK(load_png(png).rgb == load_png(ref).rgb);
 }
 
 // ==== the images in docs/images/plot_examples/ (hidden: run `liere_tests_O0 "[.docs]"`) =======================

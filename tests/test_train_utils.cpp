@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 namespace fs = std::filesystem;
 namespace train = liere::train;
@@ -212,6 +213,36 @@ TEST_CASE("compare_runs prints \"p ≤ 0.0002\" (and p_bound in its JSON) when n
   REQUIRE(run(near) == 0);
   CHECK_THAT(read_text(log), Contains("\np = 0.0") && !Contains("≤"));
   CHECK_THAT(read_text(json), Contains("\"p_bound\": false"));
+}
+
+TEST_CASE("compare_runs: --resamples beyond its range, a header n beyond what the file holds: named errors",
+          "[bootstrap][program]") {
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "compare_runs";
+  INFO(exe.string() << " is not built");
+  REQUIRE(fs::exists(exe));
+  const std::string a = scratch("cr_small.pred"), big = scratch("cr_big.pred"), log = scratch("cr_small.log");
+  write_text(a, "# liere-predictions v1 n=2 columns: index label pred\n0 1 1\n1 2 0\n");
+  auto run = [&](const std::string& args) {
+    const int status = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // --resamples: 1 to 10^7 (8 bytes each: 80 MB at most; p down to 2e-7); outside, a usage error (exit 2).
+  CHECK(run(a + " " + a + " --resamples 10000000") == 0);
+  CHECK_THAT(read_text(log), Contains("2 examples, 10000000 bootstrap resamples"));
+  for (const std::string bad : {"0", "10000001", "2147483647"}) {
+    CHECK(run(a + " " + a + " --resamples " + bad) == 2);
+    CHECK_THAT(read_text(log), Contains("--resamples " + bad + ": expected an integer in [1, 10000000]"));
+  }
+  // A header's n beyond what the file's bytes can hold (an example line takes at least 6): an error naming the file
+  // and line before anything is allocated, not "out of memory" or "vector::reserve".
+  for (const std::string n : {"1000000000000000000", "4000000000000000000", "3"}) {
+    write_text(big, "# liere-predictions v1 n=" + n + " columns: index label pred\n0 1 1\n1 2 0\n");
+    CHECK(run(a + " " + big) == 1);
+    CHECK_THAT(read_text(log), Contains(big + ":1: the header says n=" + n + ", more examples than the 12 bytes") &&
+                                   Contains("can hold (at most 2"));
+    CHECK(run(big + " " + a) == 1);
+    CHECK_THAT(read_text(log), Contains(big + ":1: the header says n=" + n));
+  }
 }
 
 TEST_CASE("paired_bootstrap: equal accuracy gives a large p", "[bootstrap]") {
