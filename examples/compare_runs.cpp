@@ -9,19 +9,15 @@
 //   * the discordant counts (examples only A gets right, only B gets right) that drive the difference.
 //   compare_runs runs/liere.pred runs/rope.pred --resamples 10000 --json runs/liere_vs_rope.json
 // --resamples takes 1 to 10^7 (kMaxResamples); a header whose n is more than the file's bytes can hold is an error
-// naming the file and line before any memory is reserved for it (check_header_count).
+// naming the file and line before any memory is reserved for it (train::read_predictions).
 #include <app/bootstrap.hpp>
 #include <app/flags.hpp>
 #include <app/metrics.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <system_error>
 #include <vector>
 
 namespace {
@@ -55,35 +51,10 @@ void check_same_examples(const Config& cfg, const liere::train::Predictions& a, 
                        "): not the same test set, or not in the same order");
 }
 
-// The header's n against what the file can hold, before read_predictions reserves n examples: an example line
-// "index label pred" takes at least 6 bytes with its newline, so a damaged header (n=1000000000000000000) is an error
-// naming the file and line, not an allocation of that size. A file whose size is unknown (not a regular file) or
-// whose header has no count is left to read_predictions, which names what is wrong with it.
-void check_header_count(const std::string& path) {
-  std::error_code ec;
-  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  std::string header;
-  if (ec || !std::getline(in, header)) return;
-  const auto pos = header.find(" n=");
-  unsigned long long n = 0;
-  if (!header.starts_with(liere::train::kPredictionsMagic) || pos == std::string::npos ||
-      std::from_chars(header.data() + pos + 3, header.data() + header.size(), n).ec != std::errc())
-    return;
-  const std::uintmax_t rest = bytes - std::min<std::uintmax_t>(bytes, header.size() + 1);  // after the header line
-  const std::uintmax_t most = (rest + 1) / 6;  // k example lines take at least 6k - 1 bytes (the last without '\n')
-  if (n > most)
-    throw liere::Error(path + ":1: the header says n=" + std::to_string(n) + ", more examples than the " +
-                       std::to_string(rest) + " bytes after it can hold (at most " + std::to_string(most) +
-                       ": an example line 'index label pred' takes at least 6)");
-}
-
 // Both accuracies, the paired bootstrap and the discordant counts, printed and (--json) written.
 void compare(const Config& cfg) {
   namespace train = liere::train;
-  check_header_count(cfg.a);
   const train::Predictions pa = train::read_predictions(cfg.a);
-  check_header_count(cfg.b);
   const train::Predictions pb = train::read_predictions(cfg.b);
   check_same_examples(cfg, pa, pb);
   const auto ca = pa.correct(), cb = pb.correct();

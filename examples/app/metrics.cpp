@@ -4,9 +4,13 @@
 #include <liere/core/config.hpp>
 #include <liere/io/atomic_file.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <system_error>
 
 namespace liere::train {
@@ -122,9 +126,19 @@ Predictions read_predictions(const std::string& path) {
                                                             << kPredictionsMagic << " n=<count> columns: index label pred', got '"
                                                             << (line_no == 1 ? line : std::string("<empty file>")) << "'");
 
+  // Reserved: n, but no more than the file can hold (an example line "index label pred" takes at least 6 bytes with
+  // its newline), so that a damaged header (n=1000000000000000000) is not an allocation of that size; the count is
+  // then checked against the lines, below. (A file whose size is unknown, a pipe, reserves nothing up front.)
   Predictions p;
-  p.labels.reserve(std::size_t(n));
-  p.preds.reserve(std::size_t(n));
+  std::error_code ec;
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  const std::streamoff header_end = in.tellg();
+  if (!ec && header_end >= 0) {
+    const std::uintmax_t rest = bytes - std::min<std::uintmax_t>(bytes, std::uintmax_t(header_end));
+    const std::size_t most = std::size_t(std::min<std::uintmax_t>(std::uintmax_t(n), (rest + 1) / 6));
+    p.labels.reserve(most);
+    p.preds.reserve(most);
+  }
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
