@@ -74,6 +74,15 @@ TEST_CASE("flags build a configuration; unknown values name the allowed ones", "
   REQUIRE_THROWS_WITH(d.set("cls", "first"), Catch::Contains("identity, skip, center"));
   REQUIRE_THROWS_WITH(d.set("positions", "stretch"), Catch::Contains("official, extrapolate, interpolate"));
   REQUIRE_THROWS_WITH(d.set("init", "gauss"), Catch::Contains("2pi, uniform:S, normal:S"));
+  // Scales in (0, 1e6]: past it float32 generators are noise, then infinite (1e300 overflowed into a forward that
+  // blamed the training).
+  for (const std::string bad :
+       {"normal:1e300", "uniform:1e300", "normal:1000001", "uniform:0", "normal:-1", "normal:nan"})
+    REQUIRE_THROWS_WITH(d.set("init", bad), Catch::Contains("--init " + bad + ": expected a scale in (0, 1e6]"));
+  REQUIRE(d.set("init", "normal:1e6"));
+  REQUIRE((d.init.kind == liere::PEInit::Kind::normal && d.init.scale == 1e6));
+  REQUIRE(d.set("init", "uniform:1e-3"));
+  REQUIRE((d.init.kind == liere::PEInit::Kind::uniform && d.init.scale == 1e-3));
   REQUIRE(!d.set("epochs", "3"));
 }
 
