@@ -144,8 +144,9 @@ void make_arrow_batch(const ArrowRenderer& renderer, std::uint64_t base_seed, st
 
 // ---- output ------------------------------------------------------------------------------------------
 
-// A one-channel image, (height, width) bytes row-major, as a PNG; throws liere::Error naming the path when
-// it cannot be written.
+// A one-channel image, (height, width) bytes row-major, as a PNG, whole or not at all: written under
+// "<path>.tmp" and renamed, so a program stopped in the middle leaves no half image under `path` (no fsync: made
+// for many small files). Throws liere::Error naming the path and the system's reason when it cannot be written.
 void write_png_grey(const std::string& path, const std::uint8_t* pixels, int width, int height);
 
 }  // namespace liere::data

@@ -130,9 +130,8 @@ int main(int argc, char** argv) {
         "to build / back-propagate the rotation tables of one ViT-B layer (12 heads x 64 positions, float32).");
     f.section("Options");
     f.add("seed", &seed, "seed of the generators' initialisation");
-    f.add("reps", &reps, "timing runs per block size, the best one counts (at least 1)");
+    f.add("reps", &reps, "timing runs per block size, in [1, 1000]; the best one counts", liere::app::Range{1, 1000});
     if (!f.parse(argc, argv)) return 0;
-    reps = std::max(1, reps);
 
     std::printf("LieRE rotations, official init U[0, 2pi), head dim 64, 2D positions\n");
     std::printf("positions: 'unit' = 8x8 grid in [0,1] (official code), 'int' = 8x8 integer grid\n\n");

@@ -7,11 +7,22 @@
 // where label is the class index (0 up, 1 down, 2 left, 3 right) and seed the sample's own seed:
 // make_arrow_layout(seed) gives its layout again. Sample i has seed arrow_sample_seed(S, i), the same as
 // make_arrow_batch, so a trainer using --seed S sees exactly these images.
+//
+// labels.csv is the folder's index, and it stays usable when the program is stopped (Ctrl-C, a killed job, a full
+// disk): each image is written whole (write_png_grey: a temporary name, then renamed) before its line is written and
+// flushed, so every line names an image that is there and whole. A stopped run leaves the first k samples listed, a
+// data set of its own, and at most one image more, not yet listed (images from an earlier run into the same folder
+// are not listed either). Written only at the end, labels.csv would be missing after hours of work, or be the
+// earlier run's, listing images since replaced.
 #include <app/flags.hpp>
 #include <data_tools/arrows.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -29,7 +40,21 @@ struct Config {
   std::string sheet;          // optional 2×2 contact sheet of the first 4 samples
 };
 
-// The N samples, labels.csv and the contact sheet.
+// A usage error, before anything is written, when the --sheet file could not be written at the end: its folder is
+// missing (and is not the --out folder, which the run creates) or not writable; the system's reason.
+void check_sheet(const Config& cfg) {
+  namespace fs = std::filesystem;
+  if (cfg.sheet.empty()) return;
+  const fs::path file(cfg.sheet), folder = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec1, ec2;
+  const bool out_folder = fs::weakly_canonical(folder, ec1) / "" == fs::weakly_canonical(cfg.out, ec2) / "";
+  if (out_folder && !ec1 && !ec2 && !fs::exists(folder)) return;
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw liere::app::UsageError("--sheet " + cfg.sheet + ": cannot write in '" + folder.string() +
+                                 "': " + std::strerror(errno));
+}
+
+// The N samples, labels.csv (a line per image, after it: see the file comment) and the contact sheet.
 void write_samples(const Config& cfg) {
   using namespace liere::data;
   namespace fs = std::filesystem;
@@ -38,8 +63,10 @@ void write_samples(const Config& cfg) {
   const std::size_t image = std::size_t(cfg.res) * cfg.res;
   const int digits = std::max<int>(6, int(std::to_string(std::max<std::int64_t>(0, cfg.n - 1)).size()));
 
-  std::ofstream csv(fs::path(cfg.out) / "labels.csv");
-  LIERE_ENSURE(csv.good(), "cannot write " << (fs::path(cfg.out) / "labels.csv").string());
+  const std::string labels = (fs::path(cfg.out) / "labels.csv").string();
+  errno = 0;
+  std::ofstream csv(labels);
+  LIERE_ENSURE(csv.good(), "cannot write " << labels << ": " << std::strerror(errno));
   csv << "file,label,label_name,seed\n";
 
   // The contact sheet: 2×2 samples, separated and framed by a gap of mid grey.
@@ -55,13 +82,14 @@ void write_samples(const Config& cfg) {
     name = std::string(std::size_t(std::max(0, digits - int(name.size()))), '0') + name + ".png";
     write_png_grey((fs::path(cfg.out) / name).string(), pixels.data(), cfg.res, cfg.res);
     csv << name << ',' << layout.label_index() << ',' << direction_name(layout.label) << ',' << seed << '\n';
+    csv.flush();  // the line on disk as soon as its image is
+    LIERE_ENSURE(csv.good(), "writing " << labels << " failed: " << std::strerror(errno));
     if (i < 4) {
       const int x0 = gap + int(i % 2) * (cfg.res + gap), y0 = gap + int(i / 2) * (cfg.res + gap);
       for (int y = 0; y < cfg.res; ++y)
         std::copy_n(pixels.data() + std::size_t(y) * cfg.res, cfg.res, sheet.data() + std::size_t(y0 + y) * side + x0);
     }
   }
-  LIERE_ENSURE(csv.good(), "error writing labels.csv in " << cfg.out);
   if (!cfg.sheet.empty()) write_png_grey(cfg.sheet, sheet.data(), side, side);
 }
 
@@ -82,6 +110,7 @@ int main(int argc, char** argv) {
     f.add("sheet", &cfg.sheet, "also write a 2x2 contact sheet of the first 4 samples to FILE", "FILE");
     if (!f.parse(argc, argv)) return 0;
     if (cfg.out.empty() || !f.given("n")) throw liere::app::UsageError("--out and --n are required");
+    check_sheet(cfg);
 
     write_samples(cfg);
     std::cout << "make_arrows: wrote " << cfg.n << " images (" << cfg.res << "x" << cfg.res << ") and labels.csv to "

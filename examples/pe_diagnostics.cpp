@@ -11,18 +11,26 @@
 //
 //   pe_diagnostics --pe all                        every rotary encoding, ViT-Tiny geometry (12 layers × 3 heads)
 //   pe_diagnostics --pe liere --block 64 --json liere64.jsonl
+// The --json file is replaced whole (io/atomic_file.hpp) once everything is measured: a run that fails leaves the
+// previous file as it was. A command line that cannot run (blocks that do not divide --head-dim, a --json folder
+// that is missing) is a usage error before any work.
 #include <app/flags.hpp>
+#include <liere/io/atomic_file.hpp>
 #include <liere/io/json.hpp>
 #include <liere/lie/exp.hpp>
 #include <liere/pe/encoding.hpp>
 
 #include <liere/core/eigen.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -511,6 +519,30 @@ std::string json_line(const Result& r) {
   return w.take();
 }
 
+// The encodings --pe names: every rotary one for --pe all, else the one given.
+std::vector<liere::PEConfig> encodings(const Config& cfg) {
+  std::vector<liere::PEConfig> todo;
+  for (const liere::PEKindInfo& k : liere::pe_kinds())
+    if (cfg.all && k.rotary) {
+      liere::PEConfig c = cfg.pe;
+      c.kind = k.kind;
+      todo.push_back(c);
+    }
+  if (!cfg.all) todo.push_back(cfg.pe);
+  return todo;
+}
+
+// A usage error when `path` could not be written at the end of the run: its folder is missing or not writable (the
+// system's reason), or it names a folder.
+void check_writable(const std::string& flag, const std::string& path) {
+  const std::filesystem::path file(path), folder = file.has_parent_path() ? file.parent_path() : ".";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw liere::app::UsageError(flag + " " + path + ": cannot write in '" + folder.string() +
+                                 "': " + std::strerror(errno));
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw liere::app::UsageError(flag + " " + path + ": is a folder");
+}
+
 // The flags (false after --help); the geometry checked, the grids' defaults filled in.
 bool parse_flags(int argc, char** argv, Config& cfg) {
   using liere::app::Range;
@@ -571,6 +603,15 @@ bool parse_flags(int argc, char** argv, Config& cfg) {
   if (cfg.train_grid.empty()) cfg.train_grid = cfg.grid;
   if (cfg.train_grid.size() != cfg.grid.size())
     throw UsageError("--train-grid " + grid_str(cfg.train_grid) + " and --grid " + grid_str(cfg.grid) + " differ in axes");
+  // Blocks that do not divide the head dim: the encoding would refuse them once the work began, naming no flag.
+  for (const liere::PEConfig& pc : encodings(cfg)) {
+    const int b = pc.effective_block();
+    if (pc.info().rotary && cfg.head_dim % b != 0)
+      throw UsageError("--pe " + (cfg.all ? "all (" + pc.label() + ")" : pc.label()) + ": blocks of " +
+                       std::to_string(b) + (pc.info().fixed_block ? "" : " (--block)") + " do not divide --head-dim " +
+                       std::to_string(cfg.head_dim));
+  }
+  if (!cfg.json.empty()) check_writable("--json", cfg.json);
   return true;
 }
 
@@ -585,17 +626,8 @@ struct Report {
 // The encodings --pe names (all: every rotary one), each diagnosed; with --pe all one that fails is noted and
 // skipped, a single one's error ends the program.
 Report diagnose_all(const Config& cfg) {
-  std::vector<liere::PEConfig> todo;
-  for (const liere::PEKindInfo& k : liere::pe_kinds())
-    if (cfg.all && k.rotary) {
-      liere::PEConfig c = cfg.pe;
-      c.kind = k.kind;
-      todo.push_back(c);
-    }
-  if (!cfg.all) todo.push_back(cfg.pe);
-
   Report rep;
-  for (const liere::PEConfig& pc : todo) {
+  for (const liere::PEConfig& pc : encodings(cfg)) {
     int pos_dim = cfg.pos_dim;
     std::vector<int> grid = cfg.grid, train = cfg.train_grid;
     std::string note;
@@ -653,11 +685,6 @@ int main(int argc, char** argv) {
   return liere::app::run_main("pe_diagnostics", [&] {
     Config cfg;
     if (!parse_flags(argc, argv, cfg)) return 0;
-    std::ofstream json;
-    if (!cfg.json.empty()) {
-      json.open(cfg.json);
-      LIERE_ENSURE(json, "cannot write " << cfg.json);
-    }
 
     std::printf("pe_diagnostics: head dim %d, %d position axes, grid %s (training grid %s), %d layers x %d heads, seed %llu\n",
                 cfg.head_dim, cfg.pos_dim, grid_str(cfg.grid).c_str(), grid_str(cfg.train_grid).c_str(), cfg.layers,
@@ -681,9 +708,10 @@ int main(int argc, char** argv) {
     for (const std::string& n : rep.notes) std::printf("note: %s\n", n.c_str());
     std::printf("%.2f s\n", total);
 
-    if (!cfg.json.empty()) {
-      for (const Result& r : rep.results) json << json_line(r) << "\n";
-      LIERE_ENSURE(json.flush(), "writing " << cfg.json << " failed");
+    if (!cfg.json.empty()) {  // whole, now that every encoding is measured (the reason if it cannot be written)
+      std::string lines;
+      for (const Result& r : rep.results) lines += json_line(r) + "\n";
+      liere::io::write_file_atomic(cfg.json, lines, {"--json", {}});
     }
     return rep.failures ? 1 : 0;
   });

@@ -1,21 +1,33 @@
 // tests/test_arrows.cpp — the synthetic arrow task (data_tools/arrows.hpp): the layout rules, the balance of
 // the labels, determinism, and where the renderer puts its ink (every object inside its own cell, arrows
-// and the Y turned the way the layout says).
+// and the Y turned the way the layout says); the make_arrows program's folder, whole or interrupted.
 #include <catch2/catch.hpp>
 
 #include <data_tools/arrows.hpp>
 
 #include <stb/stb_image.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
+
+#include "skip.hpp"
+#include "temp_dir.hpp"
 
 using namespace liere::data;
 
@@ -338,7 +350,8 @@ TEST_CASE("arrows: errors name what is wrong", "[arrows]") {
   std::vector<std::uint8_t> out(108 * 108);
   REQUIRE_THROWS_WITH(r.render(bad, out.data()), Catch::Matchers::Contains("outside the grid"));
   REQUIRE_THROWS_WITH(write_png_grey("/nonexistent/dir/x.png", out.data(), 108, 108),
-                      Catch::Matchers::Contains("/nonexistent/dir/x.png"));
+                      Catch::Matchers::Contains("/nonexistent/dir/x.png") &&
+                          Catch::Matchers::Contains("No such file or directory"));
 }
 
 TEST_CASE("arrows: PNG round trip", "[arrows]") {
@@ -355,4 +368,120 @@ TEST_CASE("arrows: PNG round trip", "[arrows]") {
   CHECK(std::equal(img.begin(), img.end(), back));
   stbi_image_free(back);
   std::filesystem::remove(path);
+}
+
+// ==== the make_arrows program ===========================================================================
+
+namespace {
+
+// The PNG files of a folder, by name.
+std::set<std::string> png_files(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".png") names.insert(e.path().filename().string());
+  return names;
+}
+
+// The file column of labels.csv, after its header.
+std::vector<std::string> listed_files(const std::string& csv) {
+  std::istringstream in(liere::test::read_bytes(csv));
+  std::string line;
+  std::getline(in, line);
+  REQUIRE(line == "file,label,label_name,seed");
+  std::vector<std::string> files;
+  while (std::getline(in, line)) {
+    REQUIRE(std::count(line.begin(), line.end(), ',') == 3);  // a whole line
+    files.push_back(line.substr(0, line.find(',')));
+  }
+  return files;
+}
+
+bool decodes(const std::string& path, int res) {
+  int w = 0, h = 0, c = 0;
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &c, 0);
+  stbi_image_free(px);
+  return px && w == res && h == res && c == 1;
+}
+
+}  // namespace
+
+TEST_CASE("make_arrows: labels.csv lists images written whole, also after Ctrl-C; a --sheet whose folder does not "
+          "exist is refused before any image",
+          "[arrows][program][needs-make_arrows]") {
+  namespace fs = std::filesystem;
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "make_arrows";
+  if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
+  const liere::test::TempDir dir("liere_make_arrows");
+  const std::string log = dir / "log.txt";
+  auto run = [&](const std::string& args) {
+    const int s = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  auto said = [&](const std::string& text) { return liere::test::read_bytes(log).find(text) != std::string::npos; };
+
+  // A whole run: N images, N lines naming them, the sheet.
+  REQUIRE(run("--out " + (dir / "a") + " --n 5 --res 27 --seed 3 --sheet " + (dir / "sheet.png")) == 0);
+  const std::vector<std::string> five = listed_files(dir / "a/labels.csv");
+  CHECK(five == std::vector<std::string>{"000000.png", "000001.png", "000002.png", "000003.png", "000004.png"});
+  CHECK(png_files(dir.path / "a") == std::set<std::string>(five.begin(), five.end()));
+  CHECK(decodes(dir / "sheet.png", 2 * 27 + 3 * 2));
+
+  // --sheet into a folder that does not exist: exit 2 saying why, before any image (the --out folder not made).
+  CHECK(run("--out " + (dir / "b") + " --n 5 --res 27 --sheet " + (dir / "nodir/s.png")) == 2);
+  CHECK(said("--sheet " + (dir / "nodir/s.png")));
+  CHECK(said("No such file or directory"));
+  CHECK_FALSE(fs::exists(dir.path / "b"));
+
+  // Ctrl-C (SIGINT) in the middle of a long run: every line names an image that is there and whole, and every
+  // image is whole; at most the one image written just before the signal lacks its line.
+  const std::string out = dir / "c", n = "1000000", res = "27";
+  std::vector<std::string> args = {exe.string(), "--out", out, "--n", n, "--res", res};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attr;  // SIGINT as by default in the program (a shell runs background jobs with it ignored)
+  sigset_t sigint;
+  REQUIRE(posix_spawnattr_init(&attr) == 0);
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  posix_spawnattr_setsigdefault(&attr, &sigint);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  REQUIRE(spawned == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t seen = 0;
+  while (seen < 500 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::error_code ec;
+    seen = fs::exists(out, ec) ? png_files(out).size() : 0;
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  pid_t ended = 0;
+  for (int i = 0; i < 1000 && (ended = ::waitpid(pid, &status, WNOHANG)) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (ended == 0) {  // still writing 10 s after the signal: not the interruption this test is about
+    ::kill(pid, SIGKILL);
+    ended = ::waitpid(pid, &status, 0);
+  }
+  REQUIRE(ended == pid);
+  REQUIRE(seen >= 500);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));  // stopped, not finished
+  const std::vector<std::string> listed = listed_files(out + "/labels.csv");
+  const std::set<std::string> pngs = png_files(out);
+  INFO(listed.size() << " lines in labels.csv, " << pngs.size() << " PNG files");
+  CHECK(listed.size() >= 500);
+  CHECK(pngs.size() - listed.size() <= 1);
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%06zu.png", i);
+    REQUIRE(listed[i] == name);
+    REQUIRE(pngs.count(listed[i]) == 1);
+  }
+  for (const std::string& f : pngs) {
+    INFO(f);
+    REQUIRE(decodes(out + "/" + f, 27));
+  }
 }

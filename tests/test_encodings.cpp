@@ -1,12 +1,20 @@
 // tests/test_encodings.cpp — every position encoding behind PositionEncoding: formulas on hand-checked cases,
 // the relative-position identity of the commuting ones, parameter counts per sharing mode, per-layer sharing
-// that really is per layer, positions and CLS policies, gradients through attention, flag parsing.
+// that really is per layer, positions and CLS policies, gradients through attention, flag parsing; the
+// pe_diagnostics program's command line and --json file.
 #include <catch2/catch.hpp>
 
 #include <liere/attention.hpp>
 #include <liere/pe/encoding.hpp>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <numbers>
 
+#include "skip.hpp"
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 using namespace liere::test;
@@ -66,6 +74,15 @@ TEST_CASE("flags build a configuration; unknown values name the allowed ones", "
   REQUIRE_THROWS_WITH(d.set("cls", "first"), Catch::Contains("identity, skip, center"));
   REQUIRE_THROWS_WITH(d.set("positions", "stretch"), Catch::Contains("official, extrapolate, interpolate"));
   REQUIRE_THROWS_WITH(d.set("init", "gauss"), Catch::Contains("2pi, uniform:S, normal:S"));
+  // Scales in (0, 1e6]: past it float32 generators are noise, then infinite (1e300 overflowed into a forward that
+  // blamed the training).
+  for (const std::string bad :
+       {"normal:1e300", "uniform:1e300", "normal:1000001", "uniform:0", "normal:-1", "normal:nan"})
+    REQUIRE_THROWS_WITH(d.set("init", bad), Catch::Contains("--init " + bad + ": expected a scale in (0, 1e6]"));
+  REQUIRE(d.set("init", "normal:1e6"));
+  REQUIRE((d.init.kind == liere::PEInit::Kind::normal && d.init.scale == 1e6));
+  REQUIRE(d.set("init", "uniform:1e-3"));
+  REQUIRE((d.init.kind == liere::PEInit::Kind::uniform && d.init.scale == 1e-3));
   REQUIRE(!d.set("epochs", "3"));
 }
 
@@ -406,4 +423,57 @@ TEST_CASE("different positions per sequence in one batch, and arbitrary coordina
   std::copy_n(rot.heads[0].table.data, copy.data().size(), copy.data().begin());
   CHECK((copy.matrix(5 + 2) - pe.rotation(0, std::vector<double>{0.5, 0.5})).cwiseAbs().maxCoeff() < 1e-13);
   CHECK((copy.matrix(5) - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff() == 0.0);  // CLS
+}
+
+TEST_CASE("pe_diagnostics: --json is replaced whole at the end (a failed run leaves it as it was); a block that does "
+          "not divide --head-dim and a --json folder that does not exist are usage errors before any work",
+          "[encodings][program][needs-pe_diagnostics]") {
+  namespace fs = std::filesystem;
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "pe_diagnostics";
+  if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
+  const TempDir dir("liere_pe_diagnostics");
+  const std::string json = dir / "res.jsonl", log = dir / "log.txt";
+  auto run = [&](const std::string& args) {
+    const std::string cmd =
+        "OMP_NUM_THREADS=1 " + exe.string() + " --layers 1 --heads 2 " + args + " > " + log + " 2>&1";
+    const int s = std::system(cmd.c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  auto said = [&](const std::string& text) { return read_bytes(log).find(text) != std::string::npos; };
+  const std::string started = "pe_diagnostics: head dim";  // the first line of a run that measures
+
+  REQUIRE(run("--pe liere --json " + json) == 0);
+  const std::string good = read_bytes(json);
+  CHECK(std::count(good.begin(), good.end(), '\n') == 1);  // one encoding, one line
+  CHECK(good.find("\"label\":\"liere8\"") != std::string::npos);
+
+  // A run that fails after it started (rope-mixed's own init needs a head dim divisible by 4): the file untouched.
+  CHECK(run("--pe rope-mixed --head-dim 6 --json " + json) == 1);
+  CHECK(said(started));
+  CHECK(read_bytes(json) == good);
+
+  // Blocks that do not divide the head dim: exit 2 naming the flags, nothing measured, the file untouched.
+  CHECK(run("--pe liere --head-dim 7 --json " + json) == 2);
+  CHECK(said("--pe liere8: blocks of 8 (--block) do not divide --head-dim 7"));
+  CHECK_FALSE(said(started));
+  CHECK(run("--pe all --block 8 --head-dim 12 --json " + json) == 2);  // liere8 and ComRoPE-8 would not fit
+  CHECK(said("(--block) do not divide --head-dim 12"));
+  CHECK(run("--pe rope-mixed --head-dim 7 --json " + json) == 2);  // a fixed block: --block does not help
+  CHECK(said("--pe rope-mixed: blocks of 2 do not divide --head-dim 7"));
+  CHECK(run("--pe all --head-dim 7") == 2);
+  CHECK_FALSE(said(started));
+  CHECK(read_bytes(json) == good);
+  CHECK(run("--pe all --block 4 --head-dim 12") == 0);  // every encoding fits: it runs
+
+  // A --json folder that does not exist: exit 2 saying why, before any work.
+  CHECK(run("--pe liere --json " + (dir / "nodir/res.jsonl")) == 2);
+  CHECK(said("--json " + (dir / "nodir/res.jsonl")));
+  CHECK(said("No such file or directory"));
+  CHECK_FALSE(said(started));
+
+  // Nothing left beside the results (no temporary file).
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"log.txt", "res.jsonl"});
 }

@@ -1,14 +1,21 @@
 // tests/test_liere.cpp — LieRE<Dim, HeadDim, Block>: layout, rotations, the relative-position identity, the
-// 1D equivalence with RoPE, batched rotation tables and every backward (central differences + adjoint).
+// 1D equivalence with RoPE, batched rotation tables and every backward (central differences + adjoint); the
+// liere_report program's command line.
 #include <catch2/catch.hpp>
 
 #include <liere/liere.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <numbers>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "skip.hpp"
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 using namespace liere::test;
@@ -527,4 +534,26 @@ TEST_CASE("NaN or Inf in positions or params give NaN rotations, never a hang or
   bad.params()[3] = std::numeric_limits<double>::quiet_NaN();
   REQUIRE(bad.rotation(Eigen::Vector2d(1, 1)).block<8, 8>(0, 0).array().isNaN().all());
   REQUIRE(bad.rotation(Eigen::Vector2d(1, 1)).block<8, 8>(8, 8).allFinite());  // other blocks unaffected
+}
+
+TEST_CASE("liere_report: --reps outside [1, 1000] is a usage error naming the range, before any measurement",
+          "[liere][program][needs-liere_report]") {
+  namespace fs = std::filesystem;
+  const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "liere_report";
+  if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
+  const TempDir dir("liere_report");
+  const std::string log = dir / "log.txt";
+  auto run = [&](const std::string& args) {
+    const int s = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  auto said = [&](const std::string& text) { return read_bytes(log).find(text) != std::string::npos; };
+  for (const std::string reps : {"0", "-1", "1001"}) {
+    INFO("--reps " << reps);
+    REQUIRE(run("--reps " + reps) == 2);  // REQUIRE: a --reps 1001 that ran would take half an hour
+    CHECK(said("--reps " + reps + ": expected an integer in [1, 1000]"));
+    CHECK_FALSE(said("LieRE rotations"));  // nothing measured
+  }
+  CHECK(run("--help") == 0);
+  CHECK(said("[1, 1000]"));
 }

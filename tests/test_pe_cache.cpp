@@ -186,11 +186,46 @@ TEST_CASE("PE tables: a NaN or Inf generator stops the forward with a message na
   REQUIRE(p.size() == 4 * 24);
   p[3 * 24 + 14] = std::numeric_limits<S>::infinity();
   Tape tape;
-  REQUIRE_THROWS_WITH(m.begin(tape, grid), Catch::Contains("layer 1, head 1 (parameter set 3, axis 1) is infinite"));
+  REQUIRE_THROWS_WITH(m.begin(tape, grid), Catch::Contains("layer 1, head 1 (parameter set 3, axis 1) is infinite") &&
+                                              Catch::Contains("the training diverged"));
   p[3 * 24 + 14] = std::numeric_limits<S>::quiet_NaN();
   Tape tape2;
   auto guard = tape2.no_grad();
   REQUIRE_THROWS_WITH(m.begin(tape2, grid), Catch::Contains("layer 1, head 1") && Catch::Contains("NaN"));
+}
+
+TEST_CASE("PE tables: generators that are not finite in the first forward blame the initialisation, not the training",
+          "[pe][bad-input]") {
+  auto cfg = small_config("liere", 4);
+  cfg.pe.init = {liere::PEInit::Kind::normal, 1e300};  // past float's range (PEConfig::set refuses it; code may not)
+  liere::nn::ParamsT<S> params;
+  liere::nn::VitT<S> model(params, cfg, 9);
+  auto& m = model.pe();
+  // The first forward, and what the trainer calls when a first loss is not finite (on a device, where the forward
+  // does not read the generators).
+  for (int way = 0; way < 2; ++way) {
+    std::string message;
+    try {
+      Tape tape;
+      if (way == 0) (void)m.begin(tape, cfg.grid());
+      else m.check_generators();
+    } catch (const liere::Error& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("layer 0, head 0 (parameter set 0, axis 0) is infinite") != std::string::npos);
+    CHECK(message.find("before any update") != std::string::npos);
+    CHECK(message.find("--init normal:1e+300") != std::string::npos);
+    CHECK(message.find("diverged") == std::string::npos);
+  }
+  // The default init and a value written before the first forward: not the training either.
+  liere::nn::ParamsT<S> params2;
+  liere::nn::VitT<S> model2(params2, small_config("liere", 4), 9);
+  model2.pe().encoding().params()[5] = std::numeric_limits<S>::quiet_NaN();
+  Tape tape;
+  REQUIRE_THROWS_WITH(model2.pe().begin(tape, cfg.grid()),
+                      Catch::Contains("layer 0, head 0 (parameter set 0, axis 0) is NaN before any update (the first "
+                                      "forward pass): the initial values are not finite"));
 }
 
 TEST_CASE("PE parameters: the absolute table and kinds whose generators are their parameters register their own",

@@ -544,6 +544,10 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--lr", "1e999"}), Catch::Contains("expected a finite number"));
   CHECK_THROWS_WITH(parse({"--lr", "nan"}), Catch::Contains("expected a finite number"));
   CHECK(std::get<1>(parse({"--lr", "1e-310"})) > 0);  // a denormal is still a number
+  // An --init scale past what float32 generators can hold (1e300: infinite) is a usage error, not a failure at step 0.
+  CHECK_THROWS_AS(parse({"--init", "normal:1e300"}), app::UsageError);
+  CHECK_THROWS_WITH(parse({"--init", "normal:1e300"}),
+                    Catch::StartsWith("--init normal:1e300: expected a scale in (0, 1e6]"));
 }
 
 // argv for Flags::parse from a list of arguments.

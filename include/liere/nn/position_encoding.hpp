@@ -27,7 +27,8 @@
 // and the positions (copied to the device when they change). Fixed encodings (visionllama, rope-1d) keep their
 // tables until the positions change.
 //
-// NaN or Inf in a generator stops the step with a message naming the layer and head: before the tables are
+// NaN or Inf in a generator stops the step with a message naming the layer and head, and the initial values or the
+// training as the cause (the initial values before any update reached the parameters): before the tables are
 // computed where the generators are on the host; on a device, whose values the host reads only by waiting for it,
 // the tables come out NaN and check_generators() (which the trainer calls when the loss is not finite) names them.
 //
@@ -49,8 +50,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
+#include <sstream>
 #include <vector>
 
 namespace liere::nn {
@@ -302,7 +305,9 @@ class PositionEncodingModuleT {
   }
 
   // NaN or Inf in a generator stops the step here, naming the layer and head: a pass over generators on the host
-  // (before they are copied to a device, or where a direct kind's parameter lives on the host).
+  // (before they are copied to a device, or where a direct kind's parameter lives on the host). The cause it names:
+  // the initial values where no tables were made from the parameters yet (so no update has reached them) or where
+  // the --init scale draws past S's range; else the training.
   void check_finite(std::span<const S> g, const RotationTableShape& sh) const {
     const std::int64_t bad = cpu::rotation_table_nonfinite(g.data(), sh);
     if (bad < 0) return;
@@ -318,10 +323,22 @@ class PositionEncodingModuleT {
           head = h;
           break;
         }
+    const PEInit& init = pe_->config().init;
+    const double largest_draw = init.kind == PEInit::Kind::normal ? 8.6 * init.scale : init.scale;  // Box–Muller: 8.57σ
+    const bool init_overflows =
+        init.kind != PEInit::Kind::default_for_encoding && largest_draw > double(std::numeric_limits<S>::max());
+    std::ostringstream cause;
+    if (init_overflows)
+      cause << " before any update: the initial values are not finite (--init " << init.str() << " draws past "
+            << (sizeof(S) == 4 ? "float" : "double") << "'s range; --init takes scales up to 1e6)";
+    else if (table_computations_ == 0)
+      cause << " before any update (the first forward pass): the initial values are not finite";
+    else
+      cause << ": the training diverged (lower the learning rate or clip gradients)";
     LIERE_ENSURE(false, "position encoding " << pe_->config().info().name << ": a generator of layer " << layer
                                              << ", head " << head << " (parameter set " << set << ", axis " << axis
                                              << ") is " << (std::isnan(double(g[std::size_t(bad)])) ? "NaN" : "infinite")
-                                             << ": the training diverged (lower the learning rate or clip gradients)");
+                                             << cause.str());
   }
 
   // The learned tables for a forward without gradients: recomputed when the parameter values, the positions or

@@ -97,6 +97,10 @@ inline const char* to_string(PEKind k) { return pe_info(k).name; }
 struct PEInit {
   enum class Kind { default_for_encoding, uniform, normal } kind = Kind::default_for_encoding;
   double scale = 0;  // U[0, scale) or N(0, scale²)
+  // The largest scale parse() takes. Past it float32 holds a generator entry to a radian or worse (a draw of
+  // N(0, S²) reaches 8.6·S, and float32's spacing is 1 from 2²³ ≈ 8.4e6): the rotations are noise. From about 1e15
+  // the float32 rotation tables overflow (a NaN loss at the first step), from about 4e37 the generators themselves.
+  static constexpr double kMaxScale = 1e6;
   std::string str() const {
     if (kind == Kind::default_for_encoding) return "default";
     std::ostringstream os;
@@ -114,8 +118,9 @@ struct PEInit {
       const std::string head = s.substr(0, colon);
       char* end = nullptr;
       const double v = std::strtod(s.c_str() + colon + 1, &end);
-      LIERE_ENSURE(end && *end == '\0' && std::isfinite(v) && v > 0,
-                   "--init " << s << ": expected a positive number after ':'");
+      LIERE_ENSURE(end && *end == '\0' && std::isfinite(v) && v > 0 && v <= kMaxScale,
+                   "--init " << s << ": expected a scale in (0, 1e6] after ':' (past it float32 holds the generators "
+                                     "to a radian or worse, and from about 1e15 their rotations overflow)");
       if (head == "uniform") return {Kind::uniform, v};
       if (head == "normal") return {Kind::normal, v};
     }
@@ -226,7 +231,8 @@ struct PEConfig {
         {"block",
          "  --block B            LieRE / ComRoPE block size: 2, 3, 4, 8, 16, 32, 64 (must divide the head dim) [8]\n"},
         {"sharing", "  --sharing S          layer-head, head, layer, shared  [layer-head]\n"},
-        {"init", "  --init I             default, 2pi, uniform:S, normal:S, official  [default: per encoding]\n"},
+        {"init", "  --init I             default, 2pi, uniform:S, normal:S (S in (0, 1e6]), official\n"
+                 "                       [default: per encoding]\n"},
         {"positions", "  --positions P        official (linspace(0, n/E, n)), extrapolate (keep the step),\n"
                       "                       interpolate (keep the range)  [official]\n"},
         {"position-unit", "  --position-unit U    range (training grid in [0,1]) or integer  [per encoding]\n"},
