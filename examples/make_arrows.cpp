@@ -17,7 +17,6 @@
 #include <app/flags.hpp>
 #include <data_tools/arrows.hpp>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -49,9 +48,7 @@ void check_sheet(const Config& cfg) {
   std::error_code ec1, ec2;
   const bool out_folder = fs::weakly_canonical(folder, ec1) / "" == fs::weakly_canonical(cfg.out, ec2) / "";
   if (out_folder && !ec1 && !ec2 && !fs::exists(folder)) return;
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    throw liere::app::UsageError("--sheet " + cfg.sheet + ": cannot write in '" + folder.string() +
-                                 "': " + std::strerror(errno));
+  liere::app::check_output_folder("--sheet", cfg.sheet);
 }
 
 // The N samples, labels.csv (a line per image, after it: see the file comment) and the contact sheet.

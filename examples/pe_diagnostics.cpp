@@ -21,15 +21,12 @@
 #include <liere/pe/encoding.hpp>
 
 #include <liere/core/eigen.hpp>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -532,17 +529,6 @@ std::vector<liere::PEConfig> encodings(const Config& cfg) {
   return todo;
 }
 
-// A usage error when `path` could not be written at the end of the run: its folder is missing or not writable (the
-// system's reason), or it names a folder.
-void check_writable(const std::string& flag, const std::string& path) {
-  const std::filesystem::path file(path), folder = file.has_parent_path() ? file.parent_path() : ".";
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    throw liere::app::UsageError(flag + " " + path + ": cannot write in '" + folder.string() +
-                                 "': " + std::strerror(errno));
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw liere::app::UsageError(flag + " " + path + ": is a folder");
-}
-
 // The flags (false after --help); the geometry checked, the grids' defaults filled in.
 bool parse_flags(int argc, char** argv, Config& cfg) {
   using liere::app::Range;
@@ -611,7 +597,7 @@ bool parse_flags(int argc, char** argv, Config& cfg) {
                        std::to_string(b) + (pc.info().fixed_block ? "" : " (--block)") + " do not divide --head-dim " +
                        std::to_string(cfg.head_dim));
   }
-  if (!cfg.json.empty()) check_writable("--json", cfg.json);
+  liere::app::check_output_folder("--json", cfg.json);
   return true;
 }
 

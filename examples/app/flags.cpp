@@ -2,12 +2,15 @@
 #include <app/flags.hpp>
 
 #include <app/comm.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <cstring>
 #include <iomanip>
 #include <utility>
 
@@ -303,6 +306,21 @@ void Flags::opt(const std::string& name, const std::string& metavar, const std::
   setters_[name] = std::move(set);
   getters_[name] = std::move(get);
   help_ << "  --" << std::left << std::setw(19) << (name + " " + metavar) << " " << wrap(help, "  [" + def + "]") << "\n";
+}
+
+void check_output_folder(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
+    throw UsageError(flag + " " + path + ": the folder '" + folder.string() + "' does not exist");
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(flag + " " + path + ": is a folder; give the path of a file (e.g. " +
+                     (std::filesystem::path(path) / "<name>").string() + ")");
+  // Files are written as PATH.tmp, then renamed: the folder must take new files.
+  const std::string where = folder.empty() ? "." : folder.string();
+  if (::access(where.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(flag + " " + path + ": the folder '" + where + "' is not writable (" + std::strerror(errno) + ")");
 }
 
 }  // namespace liere::app

@@ -53,6 +53,11 @@ struct AllRanksError : Error {
   using Error::Error;
 };
 
+// A usage error (exit 2) naming the flag when PATH could not be written at the end of a run: its folder does not
+// exist or is not writable, or PATH is a folder (PATH empty: the flag is not given). Every program checks the files
+// it writes last this way before any work.
+void check_output_folder(const std::string& flag, const std::string& path);
+
 // The closed range a numeric option must lie in; a value outside is a UsageError naming the range.
 struct Range {
   double lo, hi;

@@ -158,21 +158,6 @@ void TrainOptions::add_flags(Flags& f) {
   f.add_switch("no-overlap", &no_overlap, "all-reduce the gradients after backward instead of while it runs");
 }
 
-void check_output_folder(const std::string& flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!folder.empty() && !std::filesystem::is_directory(folder, ec))
-    throw UsageError(flag + " " + path + ": the folder '" + folder.string() + "' does not exist");
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(flag + " " + path + ": is a folder; give the path of a file (e.g. " +
-                     (std::filesystem::path(path) / "<name>").string() + ")");
-  // Files are written as PATH.tmp, then renamed: the folder must take new files.
-  const std::string where = folder.empty() ? "." : folder.string();
-  if (::access(where.c_str(), W_OK | X_OK) != 0)
-    throw UsageError(flag + " " + path + ": the folder '" + where + "' is not writable (" + std::strerror(errno) + ")");
-}
-
 namespace {
 // The settings that set a run's course (its model is identity()'s), written into its checkpoints beside the epoch.
 // --resume with other values is said, not refused: the result is not what one uninterrupted run would give, but

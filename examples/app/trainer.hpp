@@ -144,9 +144,6 @@ struct EvalResult {
 
 // Peak resident set size of this process so far, MiB.
 double peak_rss_mib();
-// A usage error (exit 2) naming the flag when PATH cannot be written at the end of a run: its folder does not exist
-// or is not writable, or PATH is a folder (PATH empty: the flag is not given).
-void check_output_folder(const std::string& flag, const std::string& path);
 
 // 100·x with `decimals` digits after the point: "45.25".
 std::string fmt_pct(double x, int decimals = 2);
