@@ -63,6 +63,16 @@ struct Model {
   }
 };
 
+// A model trained two steps with AdamW (m and v not zero), saved at construction to `path` with {"epoch", "1"}.
+struct TrainedCheckpoint {
+  Model<float> model{1};
+  optim::Adam opt{model.params.all(), optim::adamw_config(3e-3, 0.05)};
+  explicit TrainedCheckpoint(const std::string& path) {
+    model.train(opt, 2);
+    nn::save_checkpoint(path, model.params, &opt, {{"epoch", "1"}});
+  }
+};
+
 template <class S>
 bool same_bytes(const TensorT<S>& a, const TensorT<S>& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), std::size_t(a.numel()) * sizeof(S)) == 0;
@@ -259,10 +269,7 @@ TEST_CASE("checkpoint: bad optimizer metadata is a clear error before anything i
   // been copied, so "seven" threw std::invalid_argument ("stoll") and left a half-loaded model behind.
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
-  Model<float> a(1);
-  optim::Adam opt_a(a.params.all(), optim::adamw_config(3e-3, 0.05));
-  a.train(opt_a, 2);
-  nn::save_checkpoint(path, a.params, &opt_a, {{"epoch", "1"}});
+  const TrainedCheckpoint saved(path);
   const nn::SafetensorsFile good = nn::load_safetensors(path);
 
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
@@ -295,10 +302,9 @@ TEST_CASE("checkpoint: NaN, an infinity or a negative second moment is neither w
   // would have replaced the last good one with a diverged model.
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
-  Model<float> a(1);
-  optim::Adam opt_a(a.params.all(), optim::adamw_config(3e-3, 0.05));
-  a.train(opt_a, 2);
-  nn::save_checkpoint(path, a.params, &opt_a, {{"epoch", "1"}});
+  TrainedCheckpoint saved(path);
+  Model<float>& a = saved.model;
+  optim::Adam& opt_a = saved.opt;
   const std::string good = read_bytes(path);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
 
