@@ -1,15 +1,13 @@
 // data_tools/arrows.cpp — layouts, shapes, the coverage rasteriser and the renderer of the arrow task.
 #include <data_tools/arrows.hpp>
 #include <liere/core/rng.hpp>
+#include <liere/io/atomic_file.hpp>
 
 #include <stb_image_write.h>
 #include <stb_truetype.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -423,24 +421,18 @@ void make_arrow_batch(const ArrowRenderer& renderer, std::uint64_t base_seed, st
 
 void write_png_grey(const std::string& path, const std::uint8_t* pixels, int width, int height) {
   LIERE_ENSURE(width > 0 && height > 0, "write_png_grey: bad size " << width << "×" << height << " for '" << path << "'");
-  // Encoded in memory (stbi_write_png does not check its fwrite), then written under "<path>.tmp" and renamed.
+  // Encoded in memory (stbi_write_png does not check its fwrite), then written whole under "<path>.tmp" and renamed
+  // (io/atomic_file.hpp), without an fsync each: the images of a generated data set can be made again.
   std::string png;
   const auto append = [](void* out, void* data, int size) {
     static_cast<std::string*>(out)->append(static_cast<const char*>(data), std::size_t(size));
   };
   LIERE_ENSURE(stbi_write_png_to_func(append, &png, width, height, 1, pixels, width) != 0,
                "write_png_grey: cannot encode '" << path << "'");
-  const std::string tmp = path + ".tmp";
-  errno = 0;
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  int err = f ? 0 : errno;
-  if (f) {
-    if (std::fwrite(png.data(), 1, png.size(), f) != png.size()) err = errno ? errno : EIO;
-    if (std::fclose(f) != 0 && !err) err = errno ? errno : EIO;
-    if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-    if (err) std::remove(tmp.c_str());
-  }
-  LIERE_ENSURE(!err, "write_png_grey: cannot write '" << path << "': " << std::strerror(err));
+  io::AtomicWriteOptions opt;
+  opt.what = "write_png_grey";
+  opt.durable = false;
+  io::write_file_atomic(path, png, opt);
 }
 
 }  // namespace liere::data

@@ -17,7 +17,6 @@
 #include <app/flags.hpp>
 #include <data_tools/arrows.hpp>
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>

@@ -44,6 +44,10 @@ struct AtomicWriteOptions {
   std::function<void(std::size_t written, std::size_t total)> on_write;
   // Write under "<path>.tmp-<pid>-<n>" (unique in this process and among processes) instead of "<path>.tmp".
   bool unique_temp = false;
+  // fsync the file and its directory (false: still written whole under the temporary name and renamed, so no reader
+  // sees half a file, but a crash of the machine may lose it: for many small files that can be made again, such as
+  // a generated data set's images, where an fsync each would dominate the time).
+  bool durable = true;
 
   // {what, unique_temp = true}: for writers that may race on one path.
   static AtomicWriteOptions unique(std::string what) {
@@ -142,7 +146,7 @@ inline void write_file_atomic(const std::string& path, std::span<const Bytes> pi
         if (opt.on_write) opt.on_write(written, total);
       }
     }
-    if (::fsync(fd) != 0) {
+    if (opt.durable && ::fsync(fd) != 0) {
       const int e = errno;
       LIERE_ENSURE(false, opt.what << ": fsync of '" << tmp << "' failed: " << errno_text(e));
     }
@@ -160,7 +164,7 @@ inline void write_file_atomic(const std::string& path, std::span<const Bytes> pi
     ::unlink(tmp.c_str());
     throw;
   }
-  detail::fsync_directory_of(path);  // make the rename itself durable
+  if (opt.durable) detail::fsync_directory_of(path);  // make the rename itself durable
 }
 
 inline void write_file_atomic(const std::string& path, std::initializer_list<Bytes> pieces,
