@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace liere::test {
@@ -59,6 +61,13 @@ inline std::string read_bytes(const std::string& path) {
 inline Bytes read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return Bytes(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs `command` through the shell with its output and its errors into the file `log`: its exit status, or -1 when
+// it did not exit (a signal). The tests that run the project's programs run them this way.
+inline int run_logged(const std::string& command, const std::string& log) {
+  const int s = std::system((command + " > " + log + " 2>&1").c_str());
+  return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
 }
 
 }  // namespace liere::test

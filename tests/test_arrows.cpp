@@ -413,10 +413,7 @@ TEST_CASE("make_arrows: labels.csv lists images written whole, also after Ctrl-C
   if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   const liere::test::TempDir dir("liere_make_arrows");
   const std::string log = dir / "log.txt";
-  auto run = [&](const std::string& args) {
-    const int s = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
-    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
-  };
+  auto run = [&](const std::string& args) { return liere::test::run_logged(exe.string() + " " + args, log); };
   auto said = [&](const std::string& text) { return liere::test::read_bytes(log).find(text) != std::string::npos; };
 
   // A whole run: N images, N lines naming them, the sheet.

@@ -32,7 +32,6 @@
 #include <liere/nn/engine.hpp>
 
 #include <stb_image_write.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <climits>
@@ -1604,9 +1603,8 @@ ProgramResult train_cifar(const test::TempDir& dir, const std::string& args) {
   // carried to a GPU machine (bench/gpu_run.sh) lies elsewhere there.
   const char* env = std::getenv("LIERE_TEST_TRAIN_CIFAR");
   const std::string program = env && *env ? env : LIERE_TEST_TRAIN_CIFAR;
-  const std::string cmd = "OMP_NUM_THREADS=1 " + program + " --threads 1 " + args + " > " + log + " 2>&1";
-  const int s = std::system(cmd.c_str());
-  return {WIFEXITED(s) ? WEXITSTATUS(s) : -1, test::read_bytes(log)};
+  const int status = test::run_logged("OMP_NUM_THREADS=1 " + program + " --threads 1 " + args, log);
+  return {status, test::read_bytes(log)};
 }
 
 double json_number(const std::string& path, const char* key) {

@@ -6,7 +6,6 @@
 
 #include <liere/attention.hpp>
 #include <liere/pe/encoding.hpp>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -434,10 +433,7 @@ TEST_CASE("pe_diagnostics: --json is replaced whole at the end (a failed run lea
   const TempDir dir("liere_pe_diagnostics");
   const std::string json = dir / "res.jsonl", log = dir / "log.txt";
   auto run = [&](const std::string& args) {
-    const std::string cmd =
-        "OMP_NUM_THREADS=1 " + exe.string() + " --layers 1 --heads 2 " + args + " > " + log + " 2>&1";
-    const int s = std::system(cmd.c_str());
-    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+    return liere::test::run_logged("OMP_NUM_THREADS=1 " + exe.string() + " --layers 1 --heads 2 " + args, log);
   };
   auto said = [&](const std::string& text) { return read_bytes(log).find(text) != std::string::npos; };
   const std::string started = "pe_diagnostics: head dim";  // the first line of a run that measures

@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <liere/liere.hpp>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -543,10 +542,7 @@ TEST_CASE("liere_report: --reps outside [1, 1000] is a usage error naming the ra
   if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   const TempDir dir("liere_report");
   const std::string log = dir / "log.txt";
-  auto run = [&](const std::string& args) {
-    const int s = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
-    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
-  };
+  auto run = [&](const std::string& args) { return liere::test::run_logged(exe.string() + " " + args, log); };
   auto said = [&](const std::string& text) { return read_bytes(log).find(text) != std::string::npos; };
   for (const std::string reps : {"0", "-1", "1001"}) {
     INFO("--reps " << reps);

@@ -26,9 +26,9 @@
 #include <tuple>
 #include <vector>
 
-#include <sys/wait.h>
 
 #include "skip.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace plot = liere::plot;
@@ -696,9 +696,7 @@ TEST_CASE("plot_metrics: usage, exit codes, a malformed line", "[plot][program][
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "plot_metrics";
   if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   auto run = [&](const std::string& args) {
-    const std::string cmd = exe.string() + " " + args + " > " + scratch("plot_metrics.log") + " 2>&1";
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return liere::test::run_logged(exe.string() + " " + args, scratch("plot_metrics.log"));
   };
   auto log = [&] {
     std::ifstream in(scratch("plot_metrics.log"));
@@ -761,9 +759,7 @@ TEST_CASE("plot_metrics --bars: groups from --x, a bar per file, CIs; the same p
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "plot_metrics";
   if (!fs::exists(exe)) LIERE_SKIP(exe.string() << " is not built (LIERE_BUILD_EXAMPLES=OFF?)");
   auto run = [&](const std::string& args) {
-    const std::string cmd = exe.string() + " " + args + " > " + scratch("plot_bars.log") + " 2>&1";
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return liere::test::run_logged(exe.string() + " " + args, scratch("plot_bars.log"));
   };
   auto log = [&] {
     std::ifstream in(scratch("plot_bars.log"));

@@ -7,7 +7,6 @@
 #include <liere/io/json.hpp>
 
 #include <stb_image_write.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -31,9 +30,9 @@ struct Result {
 Result run(const TempDir& dir, const std::string& args, const std::string& env = "") {
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "train_cifar";
   const std::string log = dir / "log.txt";
-  const std::string cmd = "OMP_NUM_THREADS=1 " + (env.empty() ? "" : env + " ") + exe.string() + " --threads 1 " + args + " > " + log + " 2>&1";
-  const int s = std::system(cmd.c_str());
-  return {WIFEXITED(s) ? WEXITSTATUS(s) : -1, liere::test::read_bytes(log)};
+  const int status = liere::test::run_logged(
+      "OMP_NUM_THREADS=1 " + (env.empty() ? "" : env + " ") + exe.string() + " --threads 1 " + args, log);
+  return {status, liere::test::read_bytes(log)};
 }
 
 double num(const liere::io::json::Value& o, const char* key) {

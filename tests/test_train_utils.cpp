@@ -25,7 +25,8 @@
 #include <vector>
 
 #include <sys/resource.h>
-#include <sys/wait.h>
+
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace train = liere::train;
@@ -222,10 +223,7 @@ TEST_CASE("compare_runs: --resamples beyond its range, a header n beyond what th
   REQUIRE(fs::exists(exe));
   const std::string a = scratch("cr_small.pred"), big = scratch("cr_big.pred"), log = scratch("cr_small.log");
   write_text(a, "# liere-predictions v1 n=2 columns: index label pred\n0 1 1\n1 2 0\n");
-  auto run = [&](const std::string& args) {
-    const int status = std::system((exe.string() + " " + args + " > " + log + " 2>&1").c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  };
+  auto run = [&](const std::string& args) { return liere::test::run_logged(exe.string() + " " + args, log); };
   // --resamples: 1 to 10^7 (8 bytes each: 80 MB at most; p down to 2e-7); outside, a usage error (exit 2).
   CHECK(run(a + " " + a + " --resamples 10000000") == 0);
   CHECK_THAT(read_text(log), Contains("2 examples, 10000000 bootstrap resamples"));

@@ -7,7 +7,6 @@
 
 #include <liere/io/json.hpp>
 
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -34,9 +33,8 @@ struct Result {
 Result run(const TempDir& dir, const std::string& args) {
   const fs::path exe = fs::path(LIERE_BINARY_DIR) / "examples" / "train_ucf101";
   const std::string log = dir / "log.txt";
-  const std::string cmd = "OMP_NUM_THREADS=1 " + exe.string() + " --threads 1 " + args + " > " + log + " 2>&1";
-  const int s = std::system(cmd.c_str());
-  return {WIFEXITED(s) ? WEXITSTATUS(s) : -1, liere::test::read_bytes(log)};
+  const int status = liere::test::run_logged("OMP_NUM_THREADS=1 " + exe.string() + " --threads 1 " + args, log);
+  return {status, liere::test::read_bytes(log)};
 }
 
 // root/UCF-101/<Class>/<file> for every (class, file) and its lists: the classes, a training list of `train` and a
