@@ -98,14 +98,18 @@ data::ImageSet load(const DataOptions& d, bool train) {
   return data::read_fashion_mnist(d.root, train);
 }
 
+// This machine's memory in bytes; 0 where the system does not say.
+double physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
 // --data folder decodes its test images once and a batch of training images every step, as floats: a size that
 // cannot fit in this machine's memory is refused before anything is decoded (rather than std::bad_alloc later).
 void check_decoded_size(const DataOptions& d, int test_images, int batch) {
   const double image = 3.0 * d.image_size * d.image_size * sizeof(float);
-  const double need = image * (double(test_images) + batch), gib = double(1 << 30);
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return;  // unknown: no check
-  const double have = double(pages) * double(page);
+  const double need = image * (double(test_images) + batch), gib = double(1 << 30), have = physical_memory();
+  if (have == 0) return;  // unknown: no check
   LIERE_ENSURE(need < have, "--data folder: " << test_images << " test images and a batch of " << batch
                                               << " at --image-size " << d.image_size << " take " << std::fixed
                                               << std::setprecision(1) << need / gib
@@ -117,10 +121,8 @@ void check_decoded_size(const DataOptions& d, int test_images, int batch) {
 // tokens of an R × R image) must fit in this machine's memory, or the run would end in std::bad_alloc after training.
 void check_eval_res(int res, const nn::VitConfig& cfg, int eval_batch) {
   const double tokens = std::pow(double(res / cfg.patch), 2) + 1, gib = double(1 << 30);
-  const double need = double(eval_batch) * cfg.heads * tokens * tokens * sizeof(float);
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return;  // unknown: no check
-  const double have = double(pages) * double(page);
+  const double need = double(eval_batch) * cfg.heads * tokens * tokens * sizeof(float), have = physical_memory();
+  if (have == 0) return;  // unknown: no check
   LIERE_USAGE(need < have, "--eval-res " << res << ": " << std::fixed << std::setprecision(0) << tokens
                                          << " tokens a test image at --patch " << cfg.patch << "; one evaluation "
                                          << "batch's attention scores take " << std::setprecision(1) << need / gib
