@@ -47,6 +47,20 @@ fs::path canonical_path(const fs::path& p) {
   return ec ? fs::absolute(p, ec).lexically_normal() : c;
 }
 
+// Canonical paths of folders and files, each folder resolved once: a file that is a link by its own target, any
+// other by its folder's canonical path and its name (one system call a folder, not one a file).
+struct CanonicalPaths {
+  std::map<std::string, fs::path> folders;  // folder as named → its canonical path
+  const fs::path& folder(const fs::path& d) {
+    auto it = folders.find(d.string());
+    if (it == folders.end()) it = folders.emplace(d.string(), canonical_path(d)).first;
+    return it->second;
+  }
+  fs::path file(const fs::path& f, bool is_link) {
+    return is_link ? canonical_path(f) : folder(f.parent_path()) / f.filename();
+  }
+};
+
 // What the first bytes of a file look like, for the error of a file that is neither JPEG nor PNG.
 std::string sniff(std::span<const std::uint8_t> b) {
   auto starts = [&](const char* magic, std::size_t n, std::size_t at = 0) {
@@ -324,16 +338,15 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
   // scanned (a loop such as a/loop -> ., which was followed until the system's limit, or a second way into one
   // folder) or a second name for one image would count its images twice, under two labels or in both splits of a
   // hold-out: refused, naming both paths, rather than skipped (which copy is the right one is the user's call).
-  std::map<std::string, std::string> reached;      // canonical path → the path it was first reached as
-  std::map<std::string, fs::path> canonical_dir;   // folder as reached → its canonical path
+  std::map<std::string, std::string> reached;  // canonical path → the path it was first reached as
+  CanonicalPaths canonical;
   const auto enter = [&](const fs::path& d) {
-    const fs::path c = canonical_path(d);
+    const fs::path& c = canonical.folder(d);
     const auto [it, fresh] = reached.emplace(c.string(), d.string());
     LIERE_ENSURE(fresh, "image folder: the folder '" << c.string() << "' is reached twice, as '" << it->second
                                                      << "' and as '" << d.string()
                                                      << "' (a symbolic link loop, or a second link to one folder): "
                                                         "its images would count twice; remove the link");
-    canonical_dir.emplace(d.string(), c);
   };
   for (int k = 0; k < int(f.class_names.size()); ++k) {
     const fs::path cdir = dir / f.class_names[std::size_t(k)];
@@ -350,9 +363,7 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
       if (std::error_code e2; it->is_directory(e2)) {
         enter(it->path());
       } else if (it->is_regular_file(e2) && is_image_name(it->path())) {
-        const auto in = canonical_dir.find(it->path().parent_path().string());
-        const fs::path c = it->is_symlink(e2) || in == canonical_dir.end() ? canonical_path(it->path())
-                                                                          : in->second / it->path().filename();
+        const fs::path c = canonical.file(it->path(), it->is_symlink(e2));
         const auto [first, fresh] = reached.emplace(c.string(), it->path().string());
         LIERE_ENSURE(fresh, "image folder: '" << first->second << "' and '" << it->path().string()
                                               << "' are the same file ('" << c.string()
@@ -373,15 +384,10 @@ ImageFolder scan_image_folder(const std::string& root, const std::string& split,
 }
 
 std::vector<std::string> image_folder_overlap(const ImageFolder& a, const ImageFolder& b) {
-  // A file's canonical path: its folder's (once per folder) and its name, or its own when it is a link.
-  std::map<std::string, fs::path> folders;
+  CanonicalPaths paths;
   const auto canonical = [&](const std::string& file) {
     std::error_code ec;
-    const fs::path p(file);
-    if (fs::is_symlink(p, ec)) return canonical_path(p).string();
-    auto it = folders.find(p.parent_path().string());
-    if (it == folders.end()) it = folders.emplace(p.parent_path().string(), canonical_path(p.parent_path())).first;
-    return (it->second / p.filename()).string();
+    return paths.file(file, fs::is_symlink(file, ec)).string();
   };
   std::set<std::string> in_a;
   for (const auto& file : a.files) in_a.insert(canonical(file));
