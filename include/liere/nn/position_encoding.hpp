@@ -50,7 +50,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -306,8 +305,8 @@ class PositionEncodingModuleT {
 
   // NaN or Inf in a generator stops the step here, naming the layer and head: a pass over generators on the host
   // (before they are copied to a device, or where a direct kind's parameter lives on the host). The cause it names:
-  // the initial values where no tables were made from the parameters yet (so no update has reached them) or where
-  // the --init scale draws past S's range; else the training.
+  // the initial values where no tables were made from the parameters yet (so no update has reached them), else the
+  // training.
   void check_finite(std::span<const S> g, const RotationTableShape& sh) const {
     const std::int64_t bad = cpu::rotation_table_nonfinite(g.data(), sh);
     if (bad < 0) return;
@@ -323,16 +322,12 @@ class PositionEncodingModuleT {
           head = h;
           break;
         }
+    // No tables made yet: no update has reached the parameters (an --init past S's range stops here too).
     const PEInit& init = pe_->config().init;
-    const double largest_draw = init.kind == PEInit::Kind::normal ? 8.6 * init.scale : init.scale;  // Box–Muller: 8.57σ
-    const bool init_overflows =
-        init.kind != PEInit::Kind::default_for_encoding && largest_draw > double(std::numeric_limits<S>::max());
     std::ostringstream cause;
-    if (init_overflows)
-      cause << " before any update: the initial values are not finite (--init " << init.str() << " draws past "
-            << (sizeof(S) == 4 ? "float" : "double") << "'s range; --init takes scales up to 1e6)";
-    else if (table_computations_ == 0)
-      cause << " before any update (the first forward pass): the initial values are not finite";
+    if (table_computations_ == 0)
+      cause << " before any update (the first forward pass): the initial values are not finite"
+            << (init.kind == PEInit::Kind::default_for_encoding ? "" : " (--init " + init.str() + ")");
     else
       cause << ": the training diverged (lower the learning rate or clip gradients)";
     LIERE_ENSURE(false, "position encoding " << pe_->config().info().name << ": a generator of layer " << layer
