@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -478,6 +479,26 @@ TEST_CASE("predictions: bad files name the file and line", "[predictions]") {
   CHECK_THAT(error_of(header + "0 1 1\n1 2 2\n2 3 3\n3 4 4\n"), Contains(path + ":5: more lines than the header's n=3"));
   CHECK_THAT(error_of(header + "0 1 1\n1 2 2\n2 3 3\n"), Contains("no error"));
   CHECK_THROWS_WITH(train::read_predictions(scratch("missing.pred")), Contains("cannot open") && Contains("missing.pred"));
+  const std::string folder = scratch("folder.pred");
+  fs::create_directories(folder);
+  CHECK_THROWS_WITH(train::read_predictions(folder), Contains("'" + folder + "': is a directory"));
+}
+
+TEST_CASE("predictions: the stream form names its source and reads what the writer's text holds", "[predictions]") {
+  const std::vector<int> labels = {7, -3, 2147483647, 0};
+  const std::vector<int> preds = {7, 4, -2147483647 - 1, 0};
+  const std::string text = train::predictions_text(labels, preds, "x.pred");
+  for (const std::optional<std::uintmax_t> bytes : {std::optional<std::uintmax_t>(text.size()),
+                                                    std::optional<std::uintmax_t>(), std::optional<std::uintmax_t>(0)}) {
+    std::istringstream in(text);
+    const auto p = train::read_predictions(in, "mem.pred", bytes);
+    CHECK(p.labels == labels);
+    CHECK(p.preds == preds);
+  }
+  std::istringstream cut(text.substr(0, text.size() - 6));  // the last example's line "3 0 0\n" gone
+  CHECK_THROWS_WITH(train::read_predictions(cut, "mem.pred", std::nullopt),
+                    Contains("mem.pred:4: the header says n=4 but the file has 3 examples"));
+  CHECK_THROWS_WITH(train::predictions_text({1, 2}, {1}, "y.pred"), Contains("'y.pred': 2 labels but 1 predictions"));
 }
 
 // ---- progress bar ---------------------------------------------------------------------------------------

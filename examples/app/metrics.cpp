@@ -85,9 +85,9 @@ double Predictions::accuracy() const {
   return labels.empty() ? 0.0 : double(k) / double(labels.size());
 }
 
-void write_predictions(const std::string& path, const std::vector<int>& labels, const std::vector<int>& preds) {
-  LIERE_ENSURE(labels.size() == preds.size(), "write_predictions: '" << path << "': " << labels.size() << " labels but "
-                                                                      << preds.size() << " predictions");
+std::string predictions_text(const std::vector<int>& labels, const std::vector<int>& preds, const std::string& source) {
+  LIERE_ENSURE(labels.size() == preds.size(), "write_predictions: '" << source << "': " << labels.size()
+                                                                      << " labels but " << preds.size() << " predictions");
   std::string text = std::string(kPredictionsMagic) + " n=" + std::to_string(labels.size()) +
                      " columns: index label pred\n";
   text.reserve(text.size() + labels.size() * 12);
@@ -99,13 +99,25 @@ void write_predictions(const std::string& path, const std::vector<int>& labels, 
     text += std::to_string(preds[i]);
     text += '\n';
   }
-  io::write_file_atomic(path, text, {"write_predictions", {}});
+  return text;
+}
+
+void write_predictions(const std::string& path, const std::vector<int>& labels, const std::vector<int>& preds) {
+  io::write_file_atomic(path, predictions_text(labels, preds, path), {"write_predictions", {}});
 }
 
 Predictions read_predictions(const std::string& path) {
+  std::error_code ec;
+  LIERE_ENSURE(!std::filesystem::is_directory(path, ec),
+               "read_predictions: cannot open '" << path << "': is a directory (expected a file written by --predictions)");
   std::ifstream in(path);
   LIERE_ENSURE(in.is_open(), "read_predictions: cannot open '" << path << "': " << std::strerror(errno));
-  auto where = [&](long line) { return path + ":" + std::to_string(line); };
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);  // fails for a pipe: nothing reserved up front
+  return read_predictions(in, path, ec ? std::nullopt : std::optional<std::uintmax_t>(bytes));
+}
+
+Predictions read_predictions(std::istream& in, const std::string& source, std::optional<std::uintmax_t> bytes) {
+  auto where = [&](long line) { return source + ":" + std::to_string(line); };
   std::string line;
   long line_no = 0;
 
@@ -128,13 +140,11 @@ Predictions read_predictions(const std::string& path) {
 
   // Reserved: n, but no more than the file can hold (an example line "index label pred" takes at least 6 bytes with
   // its newline), so that a damaged header (n=1000000000000000000) is not an allocation of that size; the count is
-  // then checked against the lines, below. (A file whose size is unknown, a pipe, reserves nothing up front.)
+  // then checked against the lines, below. (A stream whose size is unknown, a pipe, reserves nothing up front.)
   Predictions p;
-  std::error_code ec;
-  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
   const std::streamoff header_end = in.tellg();
-  if (!ec && header_end >= 0) {
-    const std::uintmax_t rest = bytes - std::min<std::uintmax_t>(bytes, std::uintmax_t(header_end));
+  if (bytes && header_end >= 0) {
+    const std::uintmax_t rest = *bytes - std::min<std::uintmax_t>(*bytes, std::uintmax_t(header_end));
     const std::size_t most = std::size_t(std::min<std::uintmax_t>(std::uintmax_t(n), (rest + 1) / 6));
     p.labels.reserve(most);
     p.preds.reserve(most);
@@ -168,7 +178,7 @@ Predictions read_predictions(const std::string& path) {
     p.labels.push_back(int(v[1]));
     p.preds.push_back(int(v[2]));
   }
-  LIERE_ENSURE(!in.bad(), "read_predictions: reading '" << path << "' failed: " << std::strerror(errno));
+  LIERE_ENSURE(!in.bad(), "read_predictions: reading '" << source << "' failed: " << std::strerror(errno));
   LIERE_ENSURE((long long)p.labels.size() == n, "read_predictions: " << where(line_no) << ": the header says n=" << n
                                                                      << " but the file has " << p.labels.size()
                                                                      << " examples (truncated?)");

@@ -31,7 +31,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <istream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -130,8 +132,13 @@ inline constexpr std::string_view kPredictionsMagic = "# liere-predictions v1";
 
 // Writes a predictions file atomically (format in the file comment). labels and preds must have equal sizes.
 void write_predictions(const std::string& path, const std::vector<int>& labels, const std::vector<int>& preds);
+// The file's text; `source` names the caller's file in the error for unequal sizes.
+std::string predictions_text(const std::vector<int>& labels, const std::vector<int>& preds, const std::string& source);
 
 // Reads a predictions file written by write_predictions; every error names "file:line".
 Predictions read_predictions(const std::string& path);
+// The same from a stream whose lines `source` names in errors; `bytes` (the stream's size, when known) bounds what is
+// reserved for a header's n.
+Predictions read_predictions(std::istream& in, const std::string& source, std::optional<std::uintmax_t> bytes);
 
 }  // namespace liere::train

@@ -94,6 +94,15 @@ def json_texts():
     put("json", "numbers", '[0,-1,1.5,1e10,1E+2,-0.0e-0,123456789012345678901234567890]')
 
 
+def predictions():
+    head = "# liere-predictions v1 n=%d columns: index label pred\n"
+    put("predictions", "three", head % 3 + "0 1 1\n1 2 0\n2 -1 2147483647\n")
+    put("predictions", "crlf_blank", head % 2 + "0 1 1\r\n\r\n1  2\t0 \r\n")
+    put("predictions", "empty_set", head % 0)
+    put("predictions", "big_n", "# liere-predictions v1 n=1000000000000000000 columns: index label pred\n0 1 1\n")
+    put("predictions", "bad", head % 3 + "0 1 1\n2 2 2\n1 2 x\n")
+
+
 def flags():
     def cmd(*args):
         return "\0".join(args)
@@ -151,4 +160,5 @@ if __name__ == "__main__":
     checkpoints()
     json_texts()
     flags()
+    predictions()
     ucf101()
