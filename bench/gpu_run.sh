@@ -12,7 +12,8 @@
 #   test_cuda.log        test_cuda: every case, its duration, and the largest scaled error of each case; then the
 #                        cases whose copies the staging buffers change, with LIERE_CUDA_STAGING=1; then the
 #                        ViT-step parity case again with the CPU's tables by the device's method
-#                        (LIERE_TABLE_METHOD=polynomial): which differences the table algorithm makes
+#                        (LIERE_TABLE_METHOD=polynomial): which differences the table algorithm makes; after each
+#                        run its exit status ("test_cuda … exit status N")
 #   gpu_compare.jsonl    liere against PyTorch eager (bench/torch_vit_gpu.py) on the same GPU, one run:
 #   gpu_compare.log        ViT-Tiny and ViT-B, CIFAR shape, B 128, every encoding, float, TF32 and bf16 (liere
 #                          --precision bf16; PyTorch autocast bf16), LIERE_GPU_PRECISIONS (gpu_compare.py)
@@ -128,7 +129,7 @@ if part tests && room 30 test_cuda; then
   stamp test_cuda
   LIERE_TEST_TRAIN_CIFAR=$train timeout "$(cap 120)" "$test_cuda" -d yes 2>&1 | tee "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
-  echo "test_cuda exit status $rc"
+  echo "test_cuda exit status $rc" | tee -a "$out/test_cuda.log"   # in the log too: gpu_verdict.py reads it
   # 77: every case that ran passed, and some part was skipped (the device lacks bf16 or cuDNN: the log's
   # "skipped" lines say which); anything else but 0 failed.
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
@@ -142,13 +143,16 @@ if part tests && room 20 "test_cuda with LIERE_CUDA_STAGING=1"; then
   LIERE_CUDA_STAGING=1 LIERE_TEST_TRAIN_CIFAR=$train timeout "$(cap 120)" "$test_cuda" "$staged_cases" 2>&1 |
     tee -a "$out/test_cuda.log"
   rc=${PIPESTATUS[0]}
-  echo "test_cuda (staged copies) exit status $rc"
+  echo "test_cuda (staged copies) exit status $rc" | tee -a "$out/test_cuda.log"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
 if part tests && room 15 "test_cuda ViT step with the polynomial tables"; then
   stamp "test_cuda ViT step, CPU tables by the polynomial method"
   LIERE_TABLE_METHOD=polynomial timeout "$(cap 60)" "$test_cuda" "cuda: a ViT step matches the CPU*" 2>&1 |
     tee -a "$out/test_cuda.log"
+  rc=${PIPESTATUS[0]}
+  echo "test_cuda (polynomial tables) exit status $rc" | tee -a "$out/test_cuda.log"
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
 
 if part compare && room 30 gpu_compare; then
@@ -268,7 +272,7 @@ if part debug && room 60 test_cuda_debug; then
   LIERE_CUDA_SYNC=1 LIERE_POOL_POISON=1 timeout "$(cap 200)" "$test_cuda" "[parity]" 2>&1 |
     tee "$out/test_cuda_debug.log"
   rc=${PIPESTATUS[0]}
-  echo "test_cuda [parity] debug exit status $rc"
+  echo "test_cuda [parity] debug exit status $rc" | tee -a "$out/test_cuda_debug.log"
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || status=1
 fi
 [ -n "$skipped" ] && stamp "LIERE_GPU_DEADLINE ($deadline s) skipped: ${skipped#; }"

@@ -3,10 +3,12 @@
 
   python3 bench/gpu_verdict.py gpu_out            # the folder gpu_run.sh wrote (or the tgz's contents)
 
-It reads test_cuda.log (the Catch2 summaries, the exit statuses gpu_run.sh printed into it, and every
-"value <= bound  case" line: the largest value / bound), gpu_compare.jsonl (or, from a run cut short, its .partial) and
-the side-by-sides in gpu_compare.log, and prints one line per target of issues 21 and 22 (B 128, CIFAR shape, liere
-with its first --threads value):
+It reads test_cuda.log and test_cuda_debug.log: the Catch2 summaries, the exit status gpu_run.sh writes after each
+run, and every "value <= bound  case" line (the largest value / bound). test_cuda is PASSED only when every run's
+status is 0 or 77 (77: some part skipped, the rest passed), no summary counts a failure and no value is over its
+bound; a log without a status (a run cut short, or an older gpu_run.sh) reads NOT CONFIRMED. Then it reads
+gpu_compare.jsonl (or, from a run cut short, its .partial) and the side-by-sides in gpu_compare.log, and prints one
+line per target of issues 21 and 22 (B 128, CIFAR shape, liere with its first --threads value):
 
   issue 21  ViT-Tiny LieRE-8 / PyTorch >= 2 (float, TF32); LieRE-64 / abs >= 0.9 (float); ViT-B LieRE-8 / PyTorch
             >= 2 (float, TF32)
@@ -69,29 +71,51 @@ def value(runs, model, enc, prec, kind):
 
 
 def test_cuda_summary(folder):
-    path = os.path.join(folder, "test_cuda.log")
-    if not os.path.exists(path):
+    """Lines for test_cuda's logs: the summaries, each run's exit status, the largest error / bound, and last the
+    verdict: FAILED (a status other than 0 or 77 — 124 is a run stopped at its time limit —, a summary that counts a
+    failure, or a value over its bound), else NOT CONFIRMED (a log without an exit status), else PASSED."""
+    out, failed, unsure, statuses, worst, over = [], [], [], 0, None, []
+    logs = [name for name in ("test_cuda.log", "test_cuda_debug.log") if os.path.exists(os.path.join(folder, name))]
+    if not logs:
         return ["test_cuda: no test_cuda.log"]
-    text = open(path, errors="replace").read()
-    out = []
-    for m in re.finditer(r"^(All tests passed.*|test cases:.*|.*skipped: no CUDA device.*)$", text, re.M):
-        line = m.group(1).strip()
-        out.append(line if line.startswith("test_cuda: ") else "test_cuda: " + line)
-    worst, over = None, []
-    for m in re.finditer(r"^\s*([-+0-9.eE]+|nan|inf) <= ([-+0-9.eE]+)\s+(.*)$", text, re.M):
-        try:
-            v, b = float(m.group(1)), float(m.group(2))
-        except ValueError:
-            continue
-        frac = v / b if b > 0 else float("inf")
-        if not frac <= 1:
-            over.append(m.group(0).strip())
-        if worst is None or not frac <= worst[0]:
-            worst = (frac, m.group(0).strip())
+    for name in logs:
+        text = open(os.path.join(folder, name), errors="replace").read()
+        for m in re.finditer(r"^(All tests passed.*|test cases:.*|.*skipped: no CUDA device.*)$", text, re.M):
+            line = m.group(1).strip()
+            out.append(f"{name}: {line}")
+            if re.search(r"\b[1-9][0-9]* failed", line):
+                failed.append(f"{name}: {line}")
+        runs = re.findall(r"^(test_cuda.*) exit status (\d+)\s*$", text, re.M)
+        for what, rc in runs:
+            statuses += 1
+            note = {"0": "passed", "77": "passed, some part skipped",
+                    "124": "stopped at its time limit"}.get(rc, "failed")
+            out.append(f"{name}: {what} exit status {rc} ({note})")
+            if rc not in ("0", "77"):
+                failed.append(f"{what} exit status {rc}")
+        if not runs:
+            unsure.append(f"{name}: no exit status (the run was cut short, or an older gpu_run.sh wrote the log)")
+        for m in re.finditer(r"^\s*([-+0-9.eE]+|nan|inf) <= ([-+0-9.eE]+)\s+(.*)$", text, re.M):
+            try:
+                v, b = float(m.group(1)), float(m.group(2))
+            except ValueError:
+                continue
+            frac = v / b if b > 0 else float("inf")
+            if not frac <= 1:
+                over.append(m.group(0).strip())
+            if worst is None or not frac <= worst[0]:
+                worst = (frac, m.group(0).strip())
     if worst:
         out.append(f"test_cuda: largest error / bound {worst[0]:.3g} ({worst[1]})")
     out += [f"test_cuda: OVER ITS BOUND: {line}" for line in over]
-    return out or ["test_cuda: no summary in test_cuda.log (cut short?)"]
+    failed += over
+    if failed:
+        out.append("test_cuda: FAILED (" + "; ".join(failed) + ")")
+    elif unsure:
+        out.append("test_cuda: NOT CONFIRMED (" + "; ".join(unsure) + ")")
+    else:
+        out.append(f"test_cuda: PASSED ({statuses} runs)")
+    return out
 
 
 def side_by_sides(folder):
