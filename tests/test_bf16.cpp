@@ -167,21 +167,21 @@ Measure measure(const Tables& t, bool bf16_table, bool commuting) {
   std::normal_distribution<double> nd(0, 1);
   for (int i = 0; i < n; ++i) {
     const Mat r = stored(t, i, bf16_table);
-    m.orth = std::max(m.orth, (r.transpose() * r - Mat::Identity(D, D)).cwiseAbs().maxCoeff());
+    raise_error(m.orth, (r.transpose() * r - Mat::Identity(D, D)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
   }
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const Mat ri = stored(t, i, bf16_table), rj = stored(t, j, bf16_table);
       const Mat ei = t.exact.matrix(i), ej = t.exact.matrix(j);
       const Mat prod = ri.transpose() * rj, exact = ei.transpose() * ej;
-      m.product = std::max(m.product, (prod - exact).cwiseAbs().maxCoeff());
-      if (commuting) m.relative = std::max(m.relative, (prod - t.exact.matrix(n + i * n + j)).cwiseAbs().maxCoeff());
+      raise_error(m.product, (prod - exact).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
+      if (commuting) raise_error(m.relative, (prod - t.exact.matrix(n + i * n + j)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
       // q, k stored in bf16; the score in fp32 registers against the exact one on the same stored q, k
       Eigen::VectorXf q(D), k(D);
       for (int d = 0; d < D; ++d) q(d) = round_bf16(float(nd(g))), k(d) = round_bf16(float(nd(g)));
       const float s = apply_fp32(ri, q).dot(apply_fp32(rj, k));
       const double se = q.cast<double>().dot(exact * k.cast<double>());
-      m.score = std::max(m.score, std::abs(double(s) - se) / (q.cast<double>().norm() * k.cast<double>().norm()));
+      raise_error(m.score, std::abs(double(s) - se) / (q.cast<double>().norm() * k.cast<double>().norm()));
     }
   return m;
 }
@@ -202,9 +202,9 @@ TEST_CASE("tables in fp32 applied to bf16 q, k keep rotations rotations; tables 
       double dev = 0;
       for (int i = 0; i < t.n; ++i)
         for (int j = 0; j < t.n; ++j)
-          dev = std::max(dev, (Mat(t.exact.matrix(i).transpose() * t.exact.matrix(j)) - t.exact.matrix(t.n + i * t.n + j))
+          raise_error(dev, (Mat(t.exact.matrix(i).transpose() * t.exact.matrix(j)) - t.exact.matrix(t.n + i * t.n + j))
                                   .cwiseAbs()
-                                  .maxCoeff());
+                                  .maxCoeff<Eigen::PropagateNaN>());
       CHECK(dev < 1e-12);
     }
     const Measure ours = measure(t, false, kd.commuting), peers = measure(t, true, kd.commuting);
@@ -480,9 +480,9 @@ TEST_CASE("gemm_bf16: oneDNN's bf16 GEMM against fp32 arithmetic on the bf16-rou
             const double bound = gamma * (std::abs(c.alpha) * mag + std::abs(c.beta) * std::abs(cin));
             const double v16 = c16[std::size_t(i * ldc + j)], v32 = c32[std::size_t(i * ldc + j)];
             REQUIRE(std::isfinite(v16));
-            worst1 = std::max(worst1, std::abs(v16 - (c.alpha * exact + c.beta * cin)) / bound);
-            worst2 = std::max(worst2, std::abs(v16 - v32) / (2 * bound));
-            unrounded = std::max(unrounded, std::abs(v16 - (c.alpha * exact_unrounded + c.beta * cin)) / bound);
+            raise_error(worst1, std::abs(v16 - (c.alpha * exact + c.beta * cin)) / bound);
+            raise_error(worst2, std::abs(v16 - v32) / (2 * bound));
+            raise_error(unrounded, std::abs(v16 - (c.alpha * exact_unrounded + c.beta * cin)) / bound);
             act_differs += std::memcmp(&cact[std::size_t(i * ldc + j)], &c16[std::size_t(i * ldc + j)], 4) != 0;
           }
         CHECK(worst1 <= 1);  // (1)

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "skip.hpp"
+#include "tensor_compare.hpp"
 
 namespace {
 
@@ -170,7 +171,7 @@ TEST_CASE("bf16 training: finite losses close to fp32's, step by step", "[bf16][
     int equal = 0;
     for (std::size_t s = 0; s < l16.size(); ++s) {
       CHECK(std::isfinite(l16[s]));
-      worst = std::max(worst, std::abs(l16[s] - l32[s]) / l32[s]);
+      liere::test::raise_error(worst, std::abs(l16[s] - l32[s]) / l32[s]);
       equal += l16[s] == l32[s];
     }
     WARN(pe << ": largest relative difference of a step's loss, bf16 against fp32, over 12 steps: " << worst

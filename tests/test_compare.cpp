@@ -14,14 +14,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tensor_compare.hpp"
+#include "test_util.hpp"
 
 using namespace liere;
 using liere::test::abs_err_over_max1;
+using liere::test::raise_error;
 using liere::test::scaled_err;
 
 namespace {
@@ -190,4 +193,29 @@ TEST_CASE("compare: the measure itself", "[compare]") {
   // The floor as a scale: a sum compared relative to the sum of its terms' magnitudes.
   CHECK(scaled_err(std::vector<double>{1e-6}, std::vector<double>{0.0}, 10.0) == Approx(1e-7));
   CHECK_THROWS(scaled_err(std::vector<double>{1}, std::vector<double>{1, 2}));
+}
+
+TEST_CASE("compare: the largest error keeps a NaN; std::max and Eigen's maxCoeff() do not", "[compare]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  double by_std = 0.5, by_raise = 0.5;
+  for (const double d : {0.25, nan, 0.75, 0.1}) {
+    by_std = std::max(by_std, d);
+    raise_error(by_raise, d);
+  }
+  CHECK(by_std == 0.75);  // the pitfall: the NaN left no trace, and a bound of 1 would pass
+  CHECK(std::isnan(by_raise));
+  float f = 0.f;
+  raise_error(f, 2.0);  // the error's own type
+  CHECK(f == 2.f);
+  raise_error(f, 1.0);
+  CHECK(f == 2.f);
+
+  Eigen::VectorXd v(5);
+  v << 0.1, 0.2, nan, 0.3, 0.0;
+  CHECK(v.maxCoeff() == 0.3);  // a NaN not in the first place is skipped
+  CHECK(std::isnan(v.maxCoeff<Eigen::PropagateNaN>()));
+  // test_util.hpp's element measure over vectors and matrices
+  CHECK(std::isnan(liere::test::max_rel_err(std::vector<double>{1, 2, 3}, std::vector<double>{1, nan, 3})));
+  CHECK(std::isnan(liere::test::max_rel_err(Eigen::Vector3d(1, nan, 3), Eigen::Vector3d(1, 2, 3))));
+  CHECK(liere::test::max_rel_err(std::vector<double>{1, 2, 3}, std::vector<double>{1, 2.5, 3}) == Approx(0.2));
 }

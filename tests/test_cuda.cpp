@@ -834,7 +834,7 @@ TEST_CASE("cuda: TF32 matrix products stay within TF32's rounding bound", "[cuda
     const double err = std::abs(double(yv[e]) - exact[e]);
     outside += err > bound * mag[e];
     beyond_fp32 += err > fp32_bound * mag[e];
-    worst = std::max(worst, err / mag[e]);
+    liere::test::raise_error(worst, err / mag[e]);
   }
   INFO("worst error over Σ|x||w|: " << worst << " (bound " << bound << "); beyond float's own bound: " << beyond_fp32
                                     << " of " << N * OC);
@@ -1008,8 +1008,8 @@ void check_half_products(Precision prec) {
               const double scale = std::abs(c.alpha) * mag + std::abs(c.beta) * std::abs(cin);
               const double v = cv[oc + std::size_t(i * ldc + j)];
               REQUIRE(std::isfinite(v));
-              worst = std::max(worst, std::abs(v - (c.alpha * exact + c.beta * cin)) / (gamma * scale));
-              unrounded = std::max(unrounded, std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
+              liere::test::raise_error(worst, std::abs(v - (c.alpha * exact + c.beta * cin)) / (gamma * scale));
+              liere::test::raise_error(unrounded, std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
             }
           // The padding of C (and the gap between a batch's matrices) is untouched.
           for (Index i = 0; i < c.M; ++i)
@@ -1512,7 +1512,7 @@ TEST_CASE("cuda: a ViT step and a short training run in bf16 and fp16 stay close
     for (std::size_t s = 0; s < loss[0].size(); ++s) {
       INFO("step " << s << ": fp32 loss " << loss[0][s] << ", bf16 loss " << loss[1][s]);
       CHECK(std::isfinite(loss[1][s]));
-      worst = std::max(worst, std::abs(double(loss[1][s]) - loss[0][s]) / std::abs(double(loss[0][s])));
+      liere::test::raise_error(worst, std::abs(double(loss[1][s]) - loss[0][s]) / std::abs(double(loss[0][s])));
       equal += loss[1][s] == loss[0][s];
     }
     CHECK_ERR(worst, 1e-2);

@@ -8,9 +8,12 @@ LIERE_THIRD_PARTY_END
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
+
+#include "tensor_compare.hpp"  // raise_error
 
 namespace liere::test {
 
@@ -20,7 +23,7 @@ constexpr double tol(double double_tol, double float_tol) {
   return std::is_same_v<T, float> ? float_tol : double_tol;
 }
 
-// |a - n| / max(1, |a|, |n|): the per-element error measure of STYLE.md.
+// |a - n| / max(1, |a|, |n|): the per-element error measure of STYLE.md (NaN where either is NaN).
 inline double rel_err(double a, double n) {
   return std::abs(a - n) / std::max({1.0, std::abs(a), std::abs(n)});
 }
@@ -29,13 +32,13 @@ template <class DA, class DB>
 double max_rel_err(const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DB>& b) {
   double m = 0;
   for (Eigen::Index i = 0; i < a.rows(); ++i)
-    for (Eigen::Index j = 0; j < a.cols(); ++j) m = std::max(m, rel_err(double(a(i, j)), double(b(i, j))));
+    for (Eigen::Index j = 0; j < a.cols(); ++j) raise_error(m, rel_err(double(a(i, j)), double(b(i, j))));
   return m;
 }
 
 inline double max_rel_err(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, rel_err(a[i], b[i]));
+  for (std::size_t i = 0; i < a.size(); ++i) raise_error(m, rel_err(a[i], b[i]));
   return m;
 }
 

@@ -126,7 +126,7 @@ void check_gradients(const VitConfig& cfg, const std::vector<int>& input_size = 
       v = v0;
       const double e = rel_err(g[i], (lp - lm) / (2 * eps));
       ++checked;
-      if (e > worst) worst = e, worst_name = p.name() + "[" + std::to_string(i) + "]";
+      if (!std::isnan(worst) && !(e <= worst)) worst = e, worst_name = p.name() + "[" + std::to_string(i) + "]";
       if (i == p.numel() - 1) break;
     }
   }
