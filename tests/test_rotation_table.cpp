@@ -941,3 +941,45 @@ TEST_CASE("spectral path: the backward is the adjoint of the forward on a grid (
     check_adjoint_after_forward(RotationTableShape{2, 2, int(pos.size()) / 2, 64, block}, pos, block + 300);
   }
 }
+
+TEST_CASE("spectral path: the cache is keyed by the positions and the row count as well as the generators", "[tables]") {
+  // A backward takes the forward's Schur forms only when its inputs are the forward's. Here the generators are the
+  // same and (1) one position differs, (2) the row count differs while the position buffer is the same (the first
+  // rows of it): the cache must not match, and the gradient must be the one of a backward right after its own
+  // forward, bit for bit (a cache miss decomposes again: the same numbers), and the polynomial path's to rounding.
+  for (int block : {32, 64}) {
+    INFO("block " << block);
+    const RotationTableShape sh{2, 2, 5, 64, block}, sh3{2, 2, 3, 64, block};
+    std::mt19937_64 g(block + 400);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim),
+        dt(std::size_t(sh.table_size())), tab(dt.size());
+    for (auto* x : {&w, &pos, &dt})
+      for (auto& y : *x) y = u(g);
+    const auto& cache = cpu::detail::schur_cache<double>();
+    {  // (1) row 1 moves
+      std::vector<double> moved(pos), dw(w.size(), 0.0);
+      moved[3] += 0.5;
+      const OpRun<double> want = run_op(sh, w, moved, dt, cpu::TableMethod::Auto);
+      const OpRun<double> poly = run_op(sh, w, moved, dt, cpu::TableMethod::Polynomial);
+      cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);  // the cache: the forms at pos
+      CHECK(cache.matches(w.data(), pos.data(), sh));
+      CHECK_FALSE(cache.matches(w.data(), moved.data(), sh));
+      cpu::rotation_table_backward(w.data(), moved.data(), dt.data(), dw.data(), sh);
+      CHECK(dw == want.dw);
+      CHECK(max_diff(dw, poly.dw) <= 1e-11 * 20 * max_abs(poly.dw));
+    }
+    {  // (2) rows 0..2 of the same buffer
+      const std::vector<double> pos3(pos.begin(), pos.begin() + sh3.rows * sh3.dim),
+          dt3(dt.begin(), dt.begin() + sh3.table_size());
+      const OpRun<double> want = run_op(sh3, w, pos3, dt3, cpu::TableMethod::Auto);
+      const OpRun<double> poly = run_op(sh3, w, pos3, dt3, cpu::TableMethod::Polynomial);
+      std::vector<double> dw(w.size(), 0.0);
+      cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);  // the cache: 5 rows
+      CHECK_FALSE(cache.matches(w.data(), pos.data(), sh3));
+      cpu::rotation_table_backward(w.data(), pos.data(), dt3.data(), dw.data(), sh3);
+      CHECK(dw == want.dw);
+      CHECK(max_diff(dw, poly.dw) <= 1e-11 * 20 * max_abs(poly.dw));
+    }
+  }
+}
