@@ -492,16 +492,18 @@ std::vector<Spectrum> test_spectra(int n) {
   s.push_back({"gaussian, norm 1e4", {}, 1e4});
   s.push_back({"zero", std::vector<double>(std::size_t(m), 0.0), 0});
   s.push_back({"all angles equal (2.5)", std::vector<double>(std::size_t(m), 2.5), 0});
-  std::vector<double> pairs, zeros, cluster, huge;
+  std::vector<double> pairs, zeros, cluster, close, huge;
   for (int j = 0; j < m; ++j) {
     pairs.push_back(1.0 + double(j / 2));                 // repeated in pairs
     zeros.push_back(j % 3 == 0 ? 0.0 : 0.5 * (j + 1));    // a null space of dimension ≥ 2
     cluster.push_back(1.0 + 1e-11 * j);                   // within 1e-9 of each other
+    close.push_back(1.0 + 1e-5 * j);                      // 1e-5 apart: differences past sinc's series (1e-3)
     huge.push_back(j % 2 ? 1e4 : -1e4 + 1e-6 * j);        // ±1e4, nearly repeated
   }
   s.push_back({"pairs of equal angles", pairs, 0});
   s.push_back({"a third of the angles zero", zeros, 0});
   s.push_back({"clustered angles (1e-11 apart)", cluster, 0});
+  s.push_back({"close angles (1e-5 apart)", close, 0});
   s.push_back({"angles ±1e4", huge, 0});
   return s;
 }
