@@ -482,6 +482,7 @@ struct Spectrum {
   const char* name;
   std::vector<double> angles;  // empty: a Gaussian matrix of 2-norm `norm`
   double norm;
+  bool tridiagonal = false;    // with no angles: nonzero only next to the diagonal (a reduction with nothing to reduce)
 };
 
 std::vector<Spectrum> test_spectra(int n) {
@@ -504,11 +505,19 @@ std::vector<Spectrum> test_spectra(int n) {
   s.push_back({"a third of the angles zero", zeros, 0});
   s.push_back({"clustered angles (1e-11 apart)", cluster, 0});
   s.push_back({"close angles (1e-5 apart)", close, 0});
+  s.push_back({"already skew tridiagonal", {}, 2.0, true});
   s.push_back({"angles ±1e4", huge, 0});
   return s;
 }
 
 MatD spectrum_matrix(const Spectrum& sp, int n, std::uint64_t seed) {
+  if (sp.tridiagonal) {  // A(i, i+1) = −A(i+1, i): every Householder step finds its column already reduced
+    std::mt19937_64 g(seed);
+    std::normal_distribution<double> d;
+    MatD a = MatD::Zero(n, n);
+    for (int i = 0; i + 1 < n; ++i) a(i, i + 1) = sp.norm * d(g), a(i + 1, i) = -a(i, i + 1);
+    return a;
+  }
   if (sp.angles.empty()) return random_skew(n, sp.norm, seed);
   return skew_with_angles(sp.angles, seed);
 }
