@@ -876,6 +876,12 @@ TEST_CASE("position classes: grids, lines, random rows, zeros, NaN and one ulp o
     CHECK(position_classes(mixed.data(), 3, 2).num_classes() == 2);
     const std::vector<double> fine{1e-100, 2e-100, 3e-100, 6e-100, 1e100, 2e100, 3e100, 6e100};
     CHECK(position_classes(fine.data(), 4, 2).num_classes() == 1);
+    // (c, fl(3c)) against (1, 3): the same bucket (fl(c / fl(3c)) = fl(1/3)) and the same rounded cross products
+    // (fl(3c) both), but 3c is not a double, so the rows are not collinear: two classes; (1, 3) and (0.5, 1.5) one
+    const double c = 1 + 4.0 / 97;
+    const std::vector<double> near{1.0, 3.0, c, 3 * c}, exact{1.0, 3.0, 0.5, 1.5};
+    CHECK(position_classes(near.data(), 2, 2).num_classes() == 2);
+    CHECK(position_classes(exact.data(), 2, 2).num_classes() == 1);
     check_classes_exact(pos, 2, pc);
     int with_seven = -1;
     for (int c = 0; c < pc.num_classes(); ++c)
