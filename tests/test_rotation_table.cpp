@@ -19,6 +19,7 @@ LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Dense>
 LIERE_THIRD_PARTY_END
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -451,6 +452,14 @@ TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found
   CHECK(std::isfinite(tab[std::size_t(3 * 2 + 1) * 64]));  // and so is set 1
   REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 16, 5}),
                       Catch::Contains("bad shape"));
+  // no rows (a shape the check allows): nothing to compute, the gradient untouched, on both paths
+  for (int block : {8, 64}) {
+    const RotationTableShape empty{2, 2, 0, 64, block};
+    std::vector<float> we(std::size_t(empty.num_generators()), 0.25f), dwe(we.size(), 1.0f);
+    CHECK_NOTHROW(cpu::rotation_table_forward(we.data(), pos.data(), tab.data(), empty));
+    CHECK_NOTHROW(cpu::rotation_table_backward(we.data(), pos.data(), tab.data(), dwe.data(), empty));
+    CHECK(std::all_of(dwe.begin(), dwe.end(), [](float v) { return v == 1.0f; }));
+  }
   REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 20, 5}),
                       Catch::Contains("rotation tables: block size 5 is not supported"));
 }
