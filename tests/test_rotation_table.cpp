@@ -443,6 +443,13 @@ TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found
   CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == -1);
   w[40] = std::numeric_limits<float>::quiet_NaN();
   CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == 40);
+  {  // ±Inf are found too, the first non-finite coordinate wins
+    std::vector<float> wi = w;
+    wi[17] = std::numeric_limits<float>::infinity();
+    CHECK(cpu::rotation_table_nonfinite(wi.data(), sh) == 17);
+    wi[17] = 0.25f, wi[40] = -std::numeric_limits<float>::infinity();
+    CHECK(cpu::rotation_table_nonfinite(wi.data(), sh) == 40);
+  }
   cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
   // coordinate 40 of (sets 2, axes 2, blocks 2, 28): set 0, axis 0, block 1: block 1 of set 0's rows is NaN
   for (int row = 0; row < 3; ++row) {
