@@ -273,6 +273,20 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     }
     // different layers and heads draw different directions
     CHECK(w[0] != w[16]);
+    // 3D: the first D/4 pairs along a random unit u₁, the next D/4 along a unit u₂ ⟂ u₁, |f| = 10^(−4k/D)
+    liere::PositionEncoding<double> p3(config("rope-mixed"), geometry(2, 2, 16, 3, {2, 4, 4}), 0);
+    auto w3 = p3.group_values(0);  // (sets, 3 axes, 8 pairs)
+    for (int s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      Eigen::Vector3d u1, u2;
+      for (int a = 0; a < 3; ++a) u1(a) = -w3[(s * 3 + a) * 8], u2(a) = -w3[(s * 3 + a) * 8 + 4];
+      CHECK(u1.norm() == Approx(1.0).epsilon(1e-14));
+      CHECK(u2.norm() == Approx(1.0).epsilon(1e-14));
+      CHECK(std::abs(u1.dot(u2)) <= 1e-14);
+      for (int j = 0; j < 8; ++j)
+        for (int a = 0; a < 3; ++a)
+          CHECK(-w3[(s * 3 + a) * 8 + j] == Approx(std::pow(10.0, -4.0 * (j % 4) / 16) * (j < 4 ? u1 : u2)(a)).margin(1e-14));
+    }
   }
   SECTION("liere / rope-mixed-official: U[0, 2π) generators; the rotation is exp of the generator") {
     for (const char* kind : {"liere", "rope-mixed-official"}) {
