@@ -238,6 +238,13 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     const Eigen::MatrixXd r3 = p3.rotation(0, std::vector<double>{1.0, 2.0, 3.0});
     CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff() == 0.0);
     CHECK(r3(58, 58) != 1.0);  // pair 29 (axis 2, phase 9) turns
+    // one phase per axis (n = D/P/2 = 1): ω_0 = exp(0) = 1, pair a turns by x_a
+    liere::PositionEncoding<double> p1(config("visionllama"), geometry(1, 1, 4, 2, {2, 2}), 0);
+    const Eigen::MatrixXd r1 = p1.rotation(0, x);
+    for (int a = 0; a < 2; ++a) {
+      CHECK(r1(2 * a, 2 * a) == Approx(std::cos(x[a])).epsilon(1e-14));
+      CHECK(r1(2 * a, 2 * a + 1) == Approx(std::sin(x[a])).epsilon(1e-14));
+    }
   }
   SECTION("rope-1d: RoFormer pairs (2j, 2j+1) turn by t·10000^(−2j/d)") {
     liere::PositionEncoding<double> pe(config("rope-1d"), geometry(1, 1, 16, 1, {32}), 0);
