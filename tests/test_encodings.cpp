@@ -436,6 +436,11 @@ TEST_CASE("gradients of attention to every encoding's parameters: central differ
     }
     const double jvp = (f(wp) - f(wm)) / 2e-6;
     CHECK(std::abs(jvp - dot(u, analytic)) <= 1e-8 * std::max(1.0, std::abs(jvp)));
+    // grads() accumulate until zero_grad(): a second backward adds the same gradient again
+    pe.backward();
+    std::vector<double> twice(analytic.size());
+    for (std::size_t i = 0; i < twice.size(); ++i) twice[i] = 2 * analytic[i];
+    CHECK(max_rel_err(std::vector<double>(pe.grads().begin(), pe.grads().end()), twice) < 1e-14);
   }
 }
 
