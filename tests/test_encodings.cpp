@@ -369,6 +369,15 @@ TEST_CASE("the absolute table is reproduced exactly on the training grid and int
   std::vector<double> yu(y.size(), 0.0);
   pu.add_to_tokens(yu.data(), 2);
   CHECK(std::abs(dot(yu, dy) - dot(u, std::vector<double>(pe.grads().begin(), pe.grads().end()))) < 1e-11);
+  // --cls skip: no CLS row (16 patches × 8), nothing added to the CLS token, the patches get the table as it is
+  PEConfig cs = config("absolute");
+  cs.set("cls", "skip");
+  liere::PositionEncoding<double> ps(cs, g, 5);
+  REQUIRE(ps.num_params() == 16 * 8);
+  std::vector<double> z(std::size_t(17) * 8, 0.0);
+  ps.add_to_tokens(z.data(), 1);
+  for (int i = 0; i < 8; ++i) CHECK(z[std::size_t(i)] == 0.0);
+  for (int i = 0; i < 16 * 8; ++i) CHECK(z[std::size_t(8 + i)] == ps.params()[i]);
 }
 
 TEST_CASE("gradients of attention to every encoding's parameters: central differences and a JVP test",
