@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numbers>
+#include <numeric>
 
 #include "skip.hpp"
 #include "temp_dir.hpp"
@@ -237,6 +238,13 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     const Eigen::MatrixXd r3 = p3.rotation(0, std::vector<double>{1.0, 2.0, 3.0});
     CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff() == 0.0);
     CHECK(r3(58, 58) != 1.0);  // pair 29 (axis 2, phase 9) turns
+    // one phase per axis (n = D/P/2 = 1): ω_0 = exp(0) = 1, pair a turns by x_a
+    liere::PositionEncoding<double> p1(config("visionllama"), geometry(1, 1, 4, 2, {2, 2}), 0);
+    const Eigen::MatrixXd r1 = p1.rotation(0, x);
+    for (int a = 0; a < 2; ++a) {
+      CHECK(r1(2 * a, 2 * a) == Approx(std::cos(x[a])).epsilon(1e-14));
+      CHECK(r1(2 * a, 2 * a + 1) == Approx(std::sin(x[a])).epsilon(1e-14));
+    }
   }
   SECTION("rope-1d: RoFormer pairs (2j, 2j+1) turn by t·10000^(−2j/d)") {
     liere::PositionEncoding<double> pe(config("rope-1d"), geometry(1, 1, 16, 1, {32}), 0);
@@ -272,11 +280,34 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     }
     // different layers and heads draw different directions
     CHECK(w[0] != w[16]);
+    // 3D: the first D/4 pairs along a random unit u₁, the next D/4 along a unit u₂ ⟂ u₁, |f| = 10^(−4k/D)
+    liere::PositionEncoding<double> p3(config("rope-mixed"), geometry(2, 2, 16, 3, {2, 4, 4}), 0);
+    auto w3 = p3.group_values(0);  // (sets, 3 axes, 8 pairs)
+    for (int s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      Eigen::Vector3d u1, u2;
+      for (int a = 0; a < 3; ++a) u1(a) = -w3[(s * 3 + a) * 8], u2(a) = -w3[(s * 3 + a) * 8 + 4];
+      CHECK(u1.norm() == Approx(1.0).epsilon(1e-14));
+      CHECK(u2.norm() == Approx(1.0).epsilon(1e-14));
+      CHECK(std::abs(u1.dot(u2)) <= 1e-14);
+      for (int j = 0; j < 8; ++j)
+        for (int a = 0; a < 3; ++a)
+          CHECK(-w3[(s * 3 + a) * 8 + j] == Approx(std::pow(10.0, -4.0 * (j % 4) / 16) * (j < 4 ? u1 : u2)(a)).margin(1e-14));
+    }
   }
   SECTION("liere / rope-mixed-official: U[0, 2π) generators; the rotation is exp of the generator") {
     for (const char* kind : {"liere", "rope-mixed-official"}) {
       liere::PositionEncoding<double> pe(config(kind, 8), geometry(1, 2, 16, 2, {4, 4}), 0);
       for (double x : pe.params()) CHECK((x >= 0 && x < 2 * std::numbers::pi));
+      if (std::string(kind) == "liere") {
+        // and fills it: 224 draws (2 sets, 2 axes, 2 blocks, 28), their min, max and mean (σ of the mean
+        // 2π/√(12·224) ≈ 0.12) where U[0, 2π) puts them
+        REQUIRE(pe.params().size() == 224);
+        const auto [lo, hi] = std::minmax_element(pe.params().begin(), pe.params().end());
+        CHECK(*lo < 0.1 * 2 * std::numbers::pi);
+        CHECK(*hi > 0.9 * 2 * std::numbers::pi);
+        CHECK(std::abs(std::accumulate(pe.params().begin(), pe.params().end(), 0.0) / 224.0 - std::numbers::pi) < 0.5);
+      }
       const std::vector<double> p = {0.4, 0.9};
       const auto g = pe.generators(1);
       const Eigen::MatrixXd a = p[0] * g[0] + p[1] * g[1];
@@ -338,6 +369,15 @@ TEST_CASE("the absolute table is reproduced exactly on the training grid and int
   std::vector<double> yu(y.size(), 0.0);
   pu.add_to_tokens(yu.data(), 2);
   CHECK(std::abs(dot(yu, dy) - dot(u, std::vector<double>(pe.grads().begin(), pe.grads().end()))) < 1e-11);
+  // --cls skip: no CLS row (16 patches × 8), nothing added to the CLS token, the patches get the table as it is
+  PEConfig cs = config("absolute");
+  cs.set("cls", "skip");
+  liere::PositionEncoding<double> ps(cs, g, 5);
+  REQUIRE(ps.num_params() == 16 * 8);
+  std::vector<double> z(std::size_t(17) * 8, 0.0);
+  ps.add_to_tokens(z.data(), 1);
+  for (int i = 0; i < 8; ++i) CHECK(z[std::size_t(i)] == 0.0);
+  for (int i = 0; i < 16 * 8; ++i) CHECK(z[std::size_t(8 + i)] == ps.params()[i]);
 }
 
 TEST_CASE("gradients of attention to every encoding's parameters: central differences and a JVP test",
@@ -405,6 +445,11 @@ TEST_CASE("gradients of attention to every encoding's parameters: central differ
     }
     const double jvp = (f(wp) - f(wm)) / 2e-6;
     CHECK(std::abs(jvp - dot(u, analytic)) <= 1e-8 * std::max(1.0, std::abs(jvp)));
+    // grads() accumulate until zero_grad(): a second backward adds the same gradient again
+    pe.backward();
+    std::vector<double> twice(analytic.size());
+    for (std::size_t i = 0; i < twice.size(); ++i) twice[i] = 2 * analytic[i];
+    CHECK(max_rel_err(std::vector<double>(pe.grads().begin(), pe.grads().end()), twice) < 1e-14);
   }
 }
 

@@ -175,6 +175,11 @@ TEST_CASE("log(exp A) = A for norms below pi", "[lie][log]") {
       const MatrixXd a = random_skew(n, norm);
       // log is ill-conditioned as the angles approach π (1/(π − θ)); 3.1 leaves a margin of 0.04.
       CHECK((liere::log(liere::exp(a)) - a).cwiseAbs().maxCoeff() <= 1e-12 * std::max(1.0, 1 / (std::numbers::pi - norm)));
+      // float: a float rotation (orthogonal to ~1e-7, rounded once from double) is accepted and its log is A to
+      // float's resolution
+      const MatrixXf rf = liere::exp(MatrixXf(a.cast<float>()));
+      const MatrixXf lf = liere::log(rf);
+      CHECK((lf.cast<double>() - a).cwiseAbs().maxCoeff() <= 1e-5 * std::max(1.0, 1 / (std::numbers::pi - norm)));
     }
   }
 }
@@ -250,6 +255,21 @@ TEST_CASE("exp_backward: adjoint dot-product test and the 2n x 2n block formula"
         CHECK(max_rel_err(lstar, ref) < 1e-13 * std::max(1.0, norm));
       }
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("exp_backward at A = 0 is the identity map: L(0, E) = E", "[lie][exp_backward]", float, double) {
+  // exp(εE) = I + εE + O(ε²), so the Fréchet derivative at 0 is the identity and so is its adjoint: dA += G exactly
+  // (no rounding: L(0, E) = E is what any correct scheme gives). The closed form (n = 2) and the scaling-and-squaring
+  // path (n ≥ 3), whose A = 0 case is a branch of its own.
+  using M = Eigen::Matrix<TestType, Eigen::Dynamic, Eigen::Dynamic>;
+  for (int n : {2, 3, 4, 8, 16, 64}) {
+    CAPTURE(n);
+    const M zero = M::Zero(n, n), g = random_like(MatrixXd(n, n)).cast<TestType>();
+    M da = M::Constant(n, n, TestType(0.5));  // accumulates
+    liere::exp_backward(zero, g, da);
+    CHECK((da - M::Constant(n, n, TestType(0.5)) - g).cwiseAbs().maxCoeff() <= tol<TestType>(1e-15, 1e-6));
+    CHECK((liere::exp_frechet(zero, g) - g).cwiseAbs().maxCoeff() <= tol<TestType>(1e-15, 1e-6));
   }
 }
 

@@ -266,6 +266,9 @@ TEST_CASE("rotation_backward: central differences and the adjoint test", "[liere
   run(liere::LieRE<2, 16, 8, double>{}, 1.0, Eigen::Vector2d(3.0, 5.0));
   run(liere::LieRE<2, 16, 16, double>{}, kTwoPi, Eigen::Vector2d(1.0, 1.0));
   run(liere::LieRE<2, 32, 32, double>{}, kTwoPi, Eigen::Vector2d(0.25, 0.5));
+  // zero generators (A = 0 in every block: the scaling-and-squaring derivative's own branch, L(0, E) = E)
+  run(liere::LieRE<2, 16, 8, double>{}, 0.0, Eigen::Vector2d(0.4, -0.9));
+  run(liere::LieRE<2, 64, 64, double>{}, 0.0, Eigen::Vector2d(1.5, 0.25));
 }
 
 TEST_CASE("rotation tables equal the per-position rotations; their backward the sum of per-position ones",
@@ -509,6 +512,12 @@ TEST_CASE("size mismatches give exceptions naming the sizes", "[liere][bad-input
   std::vector<float> q(2 * 4 * 1 * 64), y(q.size());
   REQUIRE_THROWS_WITH(liere::rotate(t3, q.data(), y.data(), 2, 4, 1),
                       Catch::Contains("3 rows") && Catch::Contains("T=4"));
+  // a head index one past the last (H = 2: heads 0 and 1), and a negative one (buffers of 3 heads: an unchecked
+  // head 2 fails the check below instead of writing past the end)
+  liere::RotationTable<float> t4(4, 64, 8);
+  std::vector<float> q2(2 * 4 * 3 * 64), y2(q2.size());
+  REQUIRE_THROWS_WITH(liere::rotate(t4, q2.data(), y2.data(), 2, 4, 2, 2), Catch::Contains("head 2 out of range [0, 2)"));
+  REQUIRE_THROWS_WITH(liere::rotate(t4, q2.data(), y2.data(), 2, 4, 2, -3), Catch::Contains("head -3 out of range"));
   std::vector<float> dw(10);
   liere::RotationTable<float> dt(2, 64, 8);
   REQUIRE_THROWS_WITH(pe.rotation_table_backward(pos4, 2, dt, dw), Catch::Contains("dparams has 10 values"));

@@ -19,6 +19,7 @@ LIERE_THIRD_PARTY_BEGIN
 #include <Eigen/Dense>
 LIERE_THIRD_PARTY_END
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -442,6 +443,13 @@ TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found
   CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == -1);
   w[40] = std::numeric_limits<float>::quiet_NaN();
   CHECK(cpu::rotation_table_nonfinite(w.data(), sh) == 40);
+  {  // ±Inf are found too, the first non-finite coordinate wins
+    std::vector<float> wi = w;
+    wi[17] = std::numeric_limits<float>::infinity();
+    CHECK(cpu::rotation_table_nonfinite(wi.data(), sh) == 17);
+    wi[17] = 0.25f, wi[40] = -std::numeric_limits<float>::infinity();
+    CHECK(cpu::rotation_table_nonfinite(wi.data(), sh) == 40);
+  }
   cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);
   // coordinate 40 of (sets 2, axes 2, blocks 2, 28): set 0, axis 0, block 1: block 1 of set 0's rows is NaN
   for (int row = 0; row < 3; ++row) {
@@ -451,6 +459,14 @@ TEST_CASE("rotation tables: a non-finite generator gives NaN tables and is found
   CHECK(std::isfinite(tab[std::size_t(3 * 2 + 1) * 64]));  // and so is set 1
   REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 16, 5}),
                       Catch::Contains("bad shape"));
+  // no rows (a shape the check allows): nothing to compute, the gradient untouched, on both paths
+  for (int block : {8, 64}) {
+    const RotationTableShape empty{2, 2, 0, 64, block};
+    std::vector<float> we(std::size_t(empty.num_generators()), 0.25f), dwe(we.size(), 1.0f);
+    CHECK_NOTHROW(cpu::rotation_table_forward(we.data(), pos.data(), tab.data(), empty));
+    CHECK_NOTHROW(cpu::rotation_table_backward(we.data(), pos.data(), tab.data(), dwe.data(), empty));
+    CHECK(std::all_of(dwe.begin(), dwe.end(), [](float v) { return v == 1.0f; }));
+  }
   REQUIRE_THROWS_WITH(cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), RotationTableShape{1, 2, 3, 20, 5}),
                       Catch::Contains("rotation tables: block size 5 is not supported"));
 }
@@ -482,6 +498,7 @@ struct Spectrum {
   const char* name;
   std::vector<double> angles;  // empty: a Gaussian matrix of 2-norm `norm`
   double norm;
+  bool tridiagonal = false;    // with no angles: nonzero only next to the diagonal (a reduction with nothing to reduce)
 };
 
 std::vector<Spectrum> test_spectra(int n) {
@@ -492,21 +509,31 @@ std::vector<Spectrum> test_spectra(int n) {
   s.push_back({"gaussian, norm 1e4", {}, 1e4});
   s.push_back({"zero", std::vector<double>(std::size_t(m), 0.0), 0});
   s.push_back({"all angles equal (2.5)", std::vector<double>(std::size_t(m), 2.5), 0});
-  std::vector<double> pairs, zeros, cluster, huge;
+  std::vector<double> pairs, zeros, cluster, close, huge;
   for (int j = 0; j < m; ++j) {
     pairs.push_back(1.0 + double(j / 2));                 // repeated in pairs
     zeros.push_back(j % 3 == 0 ? 0.0 : 0.5 * (j + 1));    // a null space of dimension ≥ 2
     cluster.push_back(1.0 + 1e-11 * j);                   // within 1e-9 of each other
+    close.push_back(1.0 + 1e-5 * j);                      // 1e-5 apart: differences past sinc's series (1e-3)
     huge.push_back(j % 2 ? 1e4 : -1e4 + 1e-6 * j);        // ±1e4, nearly repeated
   }
   s.push_back({"pairs of equal angles", pairs, 0});
   s.push_back({"a third of the angles zero", zeros, 0});
   s.push_back({"clustered angles (1e-11 apart)", cluster, 0});
+  s.push_back({"close angles (1e-5 apart)", close, 0});
+  s.push_back({"already skew tridiagonal", {}, 2.0, true});
   s.push_back({"angles ±1e4", huge, 0});
   return s;
 }
 
 MatD spectrum_matrix(const Spectrum& sp, int n, std::uint64_t seed) {
+  if (sp.tridiagonal) {  // A(i, i+1) = −A(i+1, i): every Householder step finds its column already reduced
+    std::mt19937_64 g(seed);
+    std::normal_distribution<double> d;
+    MatD a = MatD::Zero(n, n);
+    for (int i = 0; i + 1 < n; ++i) a(i, i + 1) = sp.norm * d(g), a(i + 1, i) = -a(i, i + 1);
+    return a;
+  }
   if (sp.angles.empty()) return random_skew(n, sp.norm, seed);
   return skew_with_angles(sp.angles, seed);
 }
@@ -865,6 +892,12 @@ TEST_CASE("position classes: grids, lines, random rows, zeros, NaN and one ulp o
     CHECK(position_classes(mixed.data(), 3, 2).num_classes() == 2);
     const std::vector<double> fine{1e-100, 2e-100, 3e-100, 6e-100, 1e100, 2e100, 3e100, 6e100};
     CHECK(position_classes(fine.data(), 4, 2).num_classes() == 1);
+    // (c, fl(3c)) against (1, 3): the same bucket (fl(c / fl(3c)) = fl(1/3)) and the same rounded cross products
+    // (fl(3c) both), but 3c is not a double, so the rows are not collinear: two classes; (1, 3) and (0.5, 1.5) one
+    const double c = 1 + 4.0 / 97;
+    const std::vector<double> near{1.0, 3.0, c, 3 * c}, exact{1.0, 3.0, 0.5, 1.5};
+    CHECK(position_classes(near.data(), 2, 2).num_classes() == 2);
+    CHECK(position_classes(exact.data(), 2, 2).num_classes() == 1);
     check_classes_exact(pos, 2, pc);
     int with_seven = -1;
     for (int c = 0; c < pc.num_classes(); ++c)
@@ -940,4 +973,140 @@ TEST_CASE("spectral path: the backward is the adjoint of the forward on a grid (
     const std::vector<double> pos = grid_with_cls<double>(4);
     check_adjoint_after_forward(RotationTableShape{2, 2, int(pos.size()) / 2, 64, block}, pos, block + 300);
   }
+}
+
+TEST_CASE("spectral path: the cache is keyed by the positions and the row count as well as the generators", "[tables]") {
+  // A backward takes the forward's Schur forms only when its inputs are the forward's. Here the generators are the
+  // same and (1) one position differs, (2) the row count differs while the position buffer is the same (the first
+  // rows of it): the cache must not match, and the gradient must be the one of a backward right after its own
+  // forward, bit for bit (a cache miss decomposes again: the same numbers), and the polynomial path's to rounding.
+  for (int block : {32, 64}) {
+    INFO("block " << block);
+    const RotationTableShape sh{2, 2, 5, 64, block}, sh3{2, 2, 3, 64, block};
+    std::mt19937_64 g(block + 400);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim),
+        dt(std::size_t(sh.table_size())), tab(dt.size());
+    for (auto* x : {&w, &pos, &dt})
+      for (auto& y : *x) y = u(g);
+    const auto& cache = cpu::detail::schur_cache<double>();
+    {  // (1) row 1 moves
+      std::vector<double> moved(pos), dw(w.size(), 0.0);
+      moved[3] += 0.5;
+      const OpRun<double> want = run_op(sh, w, moved, dt, cpu::TableMethod::Auto);
+      const OpRun<double> poly = run_op(sh, w, moved, dt, cpu::TableMethod::Polynomial);
+      cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);  // the cache: the forms at pos
+      CHECK(cache.matches(w.data(), pos.data(), sh));
+      CHECK_FALSE(cache.matches(w.data(), moved.data(), sh));
+      cpu::rotation_table_backward(w.data(), moved.data(), dt.data(), dw.data(), sh);
+      CHECK(dw == want.dw);
+      CHECK(max_diff(dw, poly.dw) <= 1e-11 * 20 * max_abs(poly.dw));
+    }
+    {  // (2) rows 0..2 of the same buffer
+      const std::vector<double> pos3(pos.begin(), pos.begin() + sh3.rows * sh3.dim),
+          dt3(dt.begin(), dt.begin() + sh3.table_size());
+      const OpRun<double> want = run_op(sh3, w, pos3, dt3, cpu::TableMethod::Auto);
+      const OpRun<double> poly = run_op(sh3, w, pos3, dt3, cpu::TableMethod::Polynomial);
+      std::vector<double> dw(w.size(), 0.0);
+      cpu::rotation_table_forward(w.data(), pos.data(), tab.data(), sh);  // the cache: 5 rows
+      CHECK_FALSE(cache.matches(w.data(), pos.data(), sh3));
+      cpu::rotation_table_backward(w.data(), pos.data(), dt3.data(), dw.data(), sh3);
+      CHECK(dw == want.dw);
+      CHECK(max_diff(dw, poly.dw) <= 1e-11 * 20 * max_abs(poly.dw));
+    }
+  }
+}
+
+namespace {
+// The spectral op (blocks 32, 64) on non-finite input: a NaN or Inf position makes its row's tables NaN and leaves the
+// other rows as they are without it; a NaN generator coordinate makes its (set, block) NaN in every row and leaves the
+// other blocks; the backward terminates with NaN gradients. (The decomposition of such a matrix fails: these rows
+// take the polynomial path.)
+template <class S>
+void check_spectral_nonfinite(int block) {
+  INFO("block " << block << (std::is_same_v<S, float> ? ", float" : ", double"));
+  const RotationTableShape sh{2, 2, 4, 64, block};
+  const int nb = 64 / block, bb = block * block;
+  std::mt19937_64 g(block + 500);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<S> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim), dt(std::size_t(sh.table_size()));
+  for (auto& x : w) x = S(u(g));
+  for (auto& x : pos) x = S(u(g));
+  for (auto& x : dt) x = S(u(g));
+  std::vector<S> bad = pos;
+  bad[2] = std::numeric_limits<S>::quiet_NaN();  // row 1
+  bad[7] = std::numeric_limits<S>::infinity();   // row 3
+  const OpRun<S> r = run_op(sh, w, bad, dt, cpu::TableMethod::Auto);
+  const OpRun<S> ok = run_op(sh, w, pos, dt, cpu::TableMethod::Auto);
+  for (int s = 0; s < sh.sets; ++s)
+    for (int t = 0; t < sh.rows; ++t)
+      for (int k = 0; k < nb; ++k) {
+        INFO("set " << s << ", row " << t << ", block " << k);
+        const std::size_t o = std::size_t((s * sh.rows + t) * nb + k) * bb;
+        bool all_nan = true;
+        double diff = 0;
+        for (int e = 0; e < bb; ++e) {
+          all_nan = all_nan && std::isnan(double(r.table[o + e]));
+          diff = std::max(diff, std::abs(double(r.table[o + e]) - double(ok.table[o + e])));
+        }
+        if (t == 1 || t == 3) CHECK(all_nan);
+        else CHECK(diff <= (std::is_same_v<S, float> ? 1.2e-7 : 1e-13));
+      }
+  CHECK(std::any_of(r.dw.begin(), r.dw.end(), [](S v) { return std::isnan(double(v)); }));
+  // a NaN generator: set 1, axis 0, block 0
+  std::vector<S> wbad = w;
+  wbad[std::size_t(sh.dim * nb * sh.coords_per_block() + 5)] = std::numeric_limits<S>::quiet_NaN();
+  const OpRun<S> rw = run_op(sh, wbad, pos, dt, cpu::TableMethod::Auto);
+  for (int s = 0; s < sh.sets; ++s)
+    for (int t = 0; t < sh.rows; ++t)
+      for (int k = 0; k < nb; ++k) {
+        INFO("NaN generator: set " << s << ", row " << t << ", block " << k);
+        const std::size_t o = std::size_t((s * sh.rows + t) * nb + k) * bb;
+        bool all_nan = true, all_finite = true;
+        for (int e = 0; e < bb; ++e) {
+          all_nan = all_nan && std::isnan(double(rw.table[o + e]));
+          all_finite = all_finite && std::isfinite(double(rw.table[o + e]));
+        }
+        if (s == 1 && k == 0) CHECK(all_nan);
+        else CHECK(all_finite);
+      }
+  CHECK(std::any_of(rw.dw.begin(), rw.dw.end(), [](S v) { return std::isnan(double(v)); }));
+}
+}  // namespace
+
+TEST_CASE("spectral path: NaN or Inf positions and generators give NaN rows and blocks, the others as without them",
+          "[tables]") {
+  for (int block : {32, 64}) {
+    check_spectral_nonfinite<double>(block);
+    check_spectral_nonfinite<float>(block);
+  }
+}
+
+TEST_CASE("rotation tables: float tables of blocks 4 to 64 are the double tables on the same inputs, rounded once",
+          "[tables]") {
+  // Blocks of 4 and more run the forward in double for float tables too (TableForwardWork: the generator and scaling
+  // and squaring in double; 32 and 64: the spectral path in double): a float table differs from the double op's on the
+  // same float inputs by the final rounding only, at any generator norm. (Float scaling and squaring would be off by
+  // about u_float·‖A‖.) Blocks 2 and 3 are not: their angles are summed in float before the closed form.
+  for (int block : {4, 8, 16, 32, 64})
+    for (double scale : {0.05, 3.0, 300.0}) {
+      INFO("block " << block << ", generator scale " << scale);
+      const RotationTableShape sh{2, 2, 5, 64, block};
+      std::mt19937_64 g(block * 7 + 3);
+      std::uniform_real_distribution<double> u(-1, 1);
+      std::vector<float> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim), tf(std::size_t(sh.table_size()));
+      for (auto& x : w) x = float(scale * u(g));
+      for (auto& x : pos) x = float(u(g));
+      const std::vector<double> wd(w.begin(), w.end()), pd(pos.begin(), pos.end());
+      std::vector<double> td(tf.size());
+      for (const cpu::TableMethod m : {cpu::TableMethod::Auto, cpu::TableMethod::Polynomial}) {
+        INFO((m == cpu::TableMethod::Auto ? "default method" : "polynomial"));
+        cpu::set_rotation_table_method(m);
+        cpu::rotation_table_forward(w.data(), pos.data(), tf.data(), sh);
+        cpu::rotation_table_forward(wd.data(), pd.data(), td.data(), sh);
+        cpu::set_rotation_table_method(cpu::TableMethod::Auto);
+        // |x| ≤ 1: one rounding is at most 2⁻²⁴ ≈ 6e-8; the double tables' own error is below 1e-11 here
+        CHECK(max_diff(tf, td) <= 6.5e-8);
+      }
+    }
 }
