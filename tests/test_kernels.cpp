@@ -48,10 +48,16 @@ std::vector<float> randn(std::size_t n, std::uint64_t seed) {
   for (auto& x : v) x = d(g);
   return v;
 }
+// e ← max(e, d), NaN from the first NaN d on: std::max(e, NaN) is e, so a kernel that wrote NaN (or left a NaN
+// sentinel unwritten) would pass a bound on e.
+template <class F>
+void raise_error(F& e, F d) {
+  e = std::isnan(e) || std::isnan(d) ? std::numeric_limits<F>::quiet_NaN() : std::max(e, d);
+}
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
   float e = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  for (std::size_t i = 0; i < a.size(); ++i) raise_error(e, std::abs(a[i] - b[i]));
   return e;
 }
 
@@ -359,7 +365,7 @@ void check_gather_case(const GatherCase& c, std::uint64_t seed) {
   for (Index e = 0; e < entries; ++e) {
     double s = 0;
     for (int run = 0; run < chunks; ++run) s += p1[std::size_t(run * entries + e)];
-    err = std::max(err, std::abs(s - want[std::size_t(e)]));
+    raise_error(err, std::abs(s - want[std::size_t(e)]));
   }
   CHECK(err <= 1e-4);
 }
@@ -444,10 +450,10 @@ TEST_CASE("kernels: rotate_gemms (the GPU's strided-batched products for large b
           }
           const float* blk = table.block_data(t - first, i / block);
           const int base = i - i % block;
-          ey = std::max(ey, std::abs(qh[hi] - kernels::rotate_entry(blk, block, qrow + base, i % block)));
+          raise_error(ey, std::abs(qh[hi] - kernels::rotate_entry(blk, block, qrow + base, i % block)));
           const float back = kernels::rotate_backward_entry(blk, block, grow + base, i % block);
-          edq = std::max(edq, std::abs(dq[pi] - (dq0[pi] + back)));
-          edx = std::max(edx, std::abs(dx[ci] - back));
+          raise_error(edq, std::abs(dq[pi] - (dq0[pi] + back)));
+          raise_error(edx, std::abs(dx[ci] - back));
         }
         if (t >= first) kernels::rotate_row_grad(grow, qrow, nb, block, dr_ref.data() + std::size_t(t - first) * nb * block * block);
       }
@@ -579,16 +585,16 @@ TEST_CASE("kernels: the rotation products as 64 x 64 tiles (the GPU's set_rotate
             }
             const float* blk = base(h) + (std::size_t(t - first) * nb + std::size_t(i / 64)) * 64 * 64;
             const int c0 = i - i % 64;
-            ey = std::max(ey, std::abs(y[yi + i] - kernels::rotate_entry(blk, 64, qkv.data() + xi + c0, i % 64)));
+            raise_error(ey, std::abs(y[yi + i] - kernels::rotate_entry(blk, 64, qkv.data() + xi + c0, i % 64)));
             const float back = kernels::rotate_backward_entry(blk, 64, g + std::size_t(t) * D + c0, i % 64);
-            edx = std::max(edx, std::abs(dqkv[xi + i] - (dqkv0[xi + i] + back)));
+            raise_error(edx, std::abs(dqkv[xi + i] - (dqkv0[xi + i] + back)));
           }
           if (rotated)
             kernels::rotate_row_grad(g + std::size_t(t) * D, qkv.data() + xi, nb, 64,
                                      dr_ref[std::size_t(h)].data() + std::size_t(t - first) * nb * 64 * 64);
         }
       }
-  for (int h = 0; h < H; ++h) edr = std::max(edr, max_abs_diff(dr[std::size_t(h)], dr_ref[std::size_t(h)]));
+  for (int h = 0; h < H; ++h) raise_error(edr, max_abs_diff(dr[std::size_t(h)], dr_ref[std::size_t(h)]));
   // v's columns of the packed buffer untouched by dx
   for (std::size_t i = 0; i < dqkv.size(); ++i) untouched = untouched && (i % ld < std::size_t(2 * HD) || dqkv[i] == dqkv0[i]);
   CHECK(untouched);
