@@ -802,6 +802,14 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   }
   CHECK(dg_gpu == dg);
   CHECK(db_gpu == db);
+  // The finish adds the chunks' sums in double (acc_t<float>), rounding once: dγ0 + float(Σ chunks), the sum taken
+  // here in double in chunk order (another order moves a double sum of ≤ 35 floats by far less than half a float ulp).
+  for (Index i = 0; i < C; ++i) {
+    double sg = 0, sb = 0;
+    for (Index ch = 0; ch < nch; ++ch) sg += part_gpu[std::size_t(ch * 2 * C + i)], sb += part_gpu[std::size_t(ch * 2 * C + C + i)];
+    CHECK(dg_gpu[std::size_t(i)] == dg0[std::size_t(i)] + float(sg));
+    CHECK(db_gpu[std::size_t(i)] == db0[std::size_t(i)] + float(sb));
+  }
   // And the sums themselves, in double: dγ += Σ_n dy ⊙ x̂, dβ += Σ_n dy.
   for (Index i = 0; i < C; ++i) {
     double sg = 0, sb = 0;
@@ -873,6 +881,55 @@ TEST_CASE("kernels: LayerNorm rows as the GPU's warp (32 lanes, float4 groups) m
     REQUIRE(std::abs(meanw[std::size_t(n)] - mean[std::size_t(n)]) <= 2e-6f * (1 + std::abs(mean[std::size_t(n)])));
     REQUIRE(std::abs(rstdw[std::size_t(n)] - rstd[std::size_t(n)]) <= 2e-6f * rstd[std::size_t(n)]);
   }
+}
+
+TEST_CASE("kernels: LayerNorm rows far from zero (mean 1e3, sd 1) against a double reference, one lane and the warp",
+          "[kernels]") {
+  // σ² as the mean of (x − μ)², two passes: as E[x²] − μ² it would lose every digit here (Σ x² ≈ 2e8 in float has
+  // an ulp of 16, σ² is about 1). The inputs are 1000 + k/64, |k| ≤ 128: every partial sum of up to 192 of them is a
+  // float exactly, so μ is the exact mean up to its rounding (two ulps of 1000: 1/192 is rounded too), x − μ is exact
+  // (Sterbenz), and r and y follow the double reference to a few float roundings. C = 192: the CPU's one lane, and
+  // the GPU's warp with float4 groups.
+  const Index N = 4, C = 192;
+  std::mt19937_64 gen(51);
+  std::uniform_int_distribution<int> k(-128, 128);
+  std::vector<float> x(std::size_t(N * C));
+  for (auto& v : x) v = 1000.f + float(k(gen)) / 64.f;
+  const std::vector<float> gamma = randn(std::size_t(C), 52), beta = randn(std::size_t(C), 53);
+  const float inv_c = 1.f / float(double(C)), eps = float(kernels::kLayerNormEps);
+  std::vector<float> y1(x.size()), yw(x.size()), m1(static_cast<std::size_t>(N)), r1(m1), mw(m1), rw(m1);
+  for (Index n = 0; n < N; ++n)
+    kernels::layernorm_row_forward(x.data() + n * C, gamma.data(), beta.data(), y1.data() + n * C, m1.data() + n,
+                                   r1.data() + n, C, inv_c, eps);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    for (Index n = 0; n < N; ++n)
+      kernels::layernorm_row_forward<32, 4>(x.data() + n * C, gamma.data(), beta.data(), yw.data() + n * C,
+                                            mw.data() + n, rw.data() + n, C, inv_c, eps, lane, sum);
+  });
+  float em = 0, er = 0, ey = 0;
+  for (Index n = 0; n < N; ++n) {
+    double mu = 0, var = 0;
+    for (Index i = 0; i < C; ++i) mu += x[std::size_t(n * C + i)];
+    mu /= double(C);
+    for (Index i = 0; i < C; ++i) var += (x[std::size_t(n * C + i)] - mu) * (x[std::size_t(n * C + i)] - mu);
+    const double r = 1 / std::sqrt(var / double(C) + kernels::kLayerNormEps);
+    for (const auto* out : {&y1, &yw}) {
+      const bool one = out == &y1;
+      const double m = (one ? m1 : mw)[std::size_t(n)];
+      raise_error(em, float(std::abs(m - mu)));
+      raise_error(er, float(std::abs((one ? r1 : rw)[std::size_t(n)] - r) / r));
+      for (Index i = 0; i < C; ++i) {  // y from the row's own μ (checked above) and the reference r
+        const std::size_t j = std::size_t(n * C + i);
+        const double y = (x[j] - m) * r * gamma[std::size_t(i)] + beta[std::size_t(i)];
+        raise_error(ey, float(std::abs((*out)[j] - y) / (1 + std::abs(y))));
+      }
+    }
+  }
+  INFO("largest errors: mean " << em << ", rstd (relative) " << er << ", y (relative) " << ey);
+  CHECK(em <= 2 * 6.2e-5f);  // two ulps of 1000 (2^-14 each)
+  CHECK(er <= 2e-6f);
+  CHECK(ey <= 2e-6f);
 }
 
 TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumulate's bits", "[kernels]") {
