@@ -1104,6 +1104,40 @@ TEST_CASE("kernels: the masked softmax row (the key mask) against the formula", 
   }
 }
 
+TEST_CASE("kernels: softmax rows of large scores (exp overflows float without the max shift), one lane and the warp",
+          "[kernels]") {
+  // Scores 100 ± 40 and −300 ± 40 (a rotated q·k of large vectors): exp(s) alone overflows (> 88.7) or underflows
+  // in float, exp(s − max) does not. Against p_j = exp(s_j − max) / Σ_k exp(s_k − max) in double, with a key mask.
+  const int T = 197;
+  std::vector<float> s = randn(std::size_t(2 * T), 18);
+  for (int j = 0; j < T; ++j) s[std::size_t(j)] = 100.f + 10.f * s[std::size_t(j)], s[std::size_t(T + j)] = -300.f + 10.f * s[std::size_t(T + j)];
+  std::vector<std::uint8_t> mask(std::size_t(2 * T));
+  for (int j = 0; j < 2 * T; ++j) mask[std::size_t(j)] = j % 5 != 2;
+  std::vector<float> p1 = s, pw = s;
+  for (int r = 0; r < 2; ++r) kernels::softmax_row(p1.data() + r * T, T, mask.data() + r * T);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < 2; ++r) kernels::softmax_row<32>(pw.data() + r * T, T, mask.data() + r * T, lane, max, sum);
+  });
+  float e1 = 0, ew = 0;
+  for (int r = 0; r < 2; ++r) {
+    double mx = -INFINITY, z = 0;
+    for (int j = r * T; j < (r + 1) * T; ++j)
+      if (mask[std::size_t(j)]) mx = std::max(mx, double(s[std::size_t(j)]));
+    for (int j = r * T; j < (r + 1) * T; ++j)
+      if (mask[std::size_t(j)]) z += std::exp(double(s[std::size_t(j)]) - mx);
+    for (int j = r * T; j < (r + 1) * T; ++j) {
+      const double want = mask[std::size_t(j)] ? std::exp(double(s[std::size_t(j)]) - mx) / z : 0.0;
+      raise_error(e1, float(std::abs(p1[std::size_t(j)] - want) / std::max(1e-3, want)));
+      raise_error(ew, float(std::abs(pw[std::size_t(j)] - want) / std::max(1e-3, want)));
+    }
+  }
+  INFO("largest errors: one lane " << e1 << ", warp " << ew);
+  CHECK(e1 <= 1e-6f);  // relative to p (or to 1e-3 for the smallest): a few float roundings
+  CHECK(ew <= 1e-6f);
+}
+
 TEST_CASE("cuda::blas_int: a size outside cuBLAS's int range is an error naming the dimension", "[kernels][cuda]") {
   // Host code of the CUDA backend (backend/cuda/blas_int.hpp), checked on every machine.
   CHECK(cuda::blas_int(0, "op", "N") == 0);
