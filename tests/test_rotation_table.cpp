@@ -433,6 +433,11 @@ TEST_CASE("rotation tables: the op's backward is the adjoint of its forward (dot
     std::vector<double> dw(w.size(), 0.0);
     cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
     check_directional_derivative(sh, w, v, pos, dt, dw);
+    // and at w = 0 (every block's generator zero, as at a zero initialisation): the gradient is not zero
+    const std::vector<double> w0(w.size(), 0.0);
+    std::vector<double> dw0(w.size(), 0.0);
+    cpu::rotation_table_backward(w0.data(), pos.data(), dt.data(), dw0.data(), sh);
+    check_directional_derivative(sh, w0, v, pos, dt, dw0);
   }
 }
 
@@ -778,10 +783,18 @@ void check_nonfinite_bodies() {
     CHECK((all_nan(r) && all_nan(l)));
     e[N + 2] = 0.5f;
   }
+  // A = 0 (a zero generator: weights at zero, the start of training): exp = I and L(0, E) = E exactly, no squaring.
+  std::fill(in.begin(), in.end(), 0.f);
+  for (int i = 0; i < N * N; ++i) e[std::size_t(i)] = float(i % 7) - 3.f;
+  CHECK(kernels::expm_skew<N, float, Mul>(in.data(), r.data(), work.data(), 2) == 0);
+  for (int i = 0; i < N * N; ++i) CHECK(r[std::size_t(i)] == (i % (N + 1) == 0 ? 1.f : 0.f));
+  CHECK(kernels::expm_frechet_skew<N, float, Mul>(in.data(), e.data(), r.data(), l.data(), work.data()) == 0);
+  for (int i = 0; i < N * N; ++i) CHECK(r[std::size_t(i)] == (i % (N + 1) == 0 ? 1.f : 0.f));
+  CHECK(l == e);
 }
 }  // namespace
 
-TEST_CASE("rotation tables: the bodies take the squarings of the skew bound, and give NaN and -1 for non-finite input",
+TEST_CASE("rotation tables: the bodies take the squarings of the skew bound, give NaN and -1 for non-finite input, exp(0) = I and L(0, E) = E",
           "[tables]") {
   check_squarings<4, double, kernels::NaiveMul>();
   check_squarings<8, double, kernels::NaiveMul>();
