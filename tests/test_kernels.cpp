@@ -719,6 +719,49 @@ TEST_CASE("kernels: cross-entropy rows as the GPU's warp (32 lanes) and entries 
     }
 }
 
+TEST_CASE("kernels: cross-entropy rows of logits far from zero (-200 and +200), one lane and the warp, against double",
+          "[kernels]") {
+  // ℓ and p do not change when every logit moves by the same amount; exp(z − max) keeps them computable where
+  // exp(z) underflows (z < −103) or overflows (z > 88.7) in float. K = 100 logits of 4·N(0, 1) around −200 and +200,
+  // with label smoothing; the reference is the formula in double from the same float logits.
+  const int K = 100, rows = 2;
+  const float eps = 0.1f, eps_k = eps / float(K), one_m_eps = 1 - eps;
+  std::vector<float> z = randn(std::size_t(rows) * K, 19);
+  for (int k = 0; k < K; ++k) z[std::size_t(k)] = -200.f + 4.f * z[std::size_t(k)], z[std::size_t(K + k)] = 200.f + 4.f * z[std::size_t(K + k)];
+  const std::vector<int> labels = {7, 42};
+  std::vector<float> p1(z.size()), pw(z.size()), l1(rows), lw(std::size_t(rows) * 32);
+  for (int r = 0; r < rows; ++r)
+    l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps,
+                                                            p1.data() + r * K, K);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < rows; ++r)
+      lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
+          z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
+  });
+  float el = 0, ep = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* zr = z.data() + r * K;
+    double mx = -INFINITY, se = 0, zs = 0;
+    for (int k = 0; k < K; ++k) mx = std::max(mx, double(zr[k]));
+    for (int k = 0; k < K; ++k) se += std::exp(double(zr[k]) - mx), zs += zr[k];
+    const double lse = mx + std::log(se);
+    const double loss = lse - double(one_m_eps) * zr[labels[std::size_t(r)]] - double(eps_k) * zs;
+    raise_error(el, float(std::abs(l1[std::size_t(r)] - loss)));
+    raise_error(el, float(std::abs(lw[std::size_t(r * 32)] - loss)));
+    for (int k = 0; k < K; ++k) {
+      const double want = std::exp(double(zr[k]) - lse);
+      raise_error(ep, float(std::abs(p1[std::size_t(r * K + k)] - want) / std::max(1e-3, want)));
+      raise_error(ep, float(std::abs(pw[std::size_t(r * K + k)] - want) / std::max(1e-3, want)));
+    }
+  }
+  INFO("largest errors: loss " << el << ", p (relative) " << ep);
+  // The loss adds terms of size 200 (float's ulp there: 1.5e-5) and ε/K·Σz of Σz ≈ ±2e4 (ulp 2e-3, times 1e-3).
+  CHECK(el <= 1e-4f);
+  CHECK(ep <= 2e-6f);
+}
+
 TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[kernels]") {
   std::vector<float> x = randn(5000, 6), dy = randn(5000, 7);
   for (auto& v : x) v *= 3.f;
