@@ -48,10 +48,16 @@ std::vector<float> randn(std::size_t n, std::uint64_t seed) {
   for (auto& x : v) x = d(g);
   return v;
 }
+// e ← max(e, d), NaN from the first NaN d on: std::max(e, NaN) is e, so a kernel that wrote NaN (or left a NaN
+// sentinel unwritten) would pass a bound on e.
+template <class F>
+void raise_error(F& e, F d) {
+  e = std::isnan(e) || std::isnan(d) ? std::numeric_limits<F>::quiet_NaN() : std::max(e, d);
+}
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
   float e = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  for (std::size_t i = 0; i < a.size(); ++i) raise_error(e, std::abs(a[i] - b[i]));
   return e;
 }
 
@@ -359,7 +365,7 @@ void check_gather_case(const GatherCase& c, std::uint64_t seed) {
   for (Index e = 0; e < entries; ++e) {
     double s = 0;
     for (int run = 0; run < chunks; ++run) s += p1[std::size_t(run * entries + e)];
-    err = std::max(err, std::abs(s - want[std::size_t(e)]));
+    raise_error(err, std::abs(s - want[std::size_t(e)]));
   }
   CHECK(err <= 1e-4);
 }
@@ -444,10 +450,10 @@ TEST_CASE("kernels: rotate_gemms (the GPU's strided-batched products for large b
           }
           const float* blk = table.block_data(t - first, i / block);
           const int base = i - i % block;
-          ey = std::max(ey, std::abs(qh[hi] - kernels::rotate_entry(blk, block, qrow + base, i % block)));
+          raise_error(ey, std::abs(qh[hi] - kernels::rotate_entry(blk, block, qrow + base, i % block)));
           const float back = kernels::rotate_backward_entry(blk, block, grow + base, i % block);
-          edq = std::max(edq, std::abs(dq[pi] - (dq0[pi] + back)));
-          edx = std::max(edx, std::abs(dx[ci] - back));
+          raise_error(edq, std::abs(dq[pi] - (dq0[pi] + back)));
+          raise_error(edx, std::abs(dx[ci] - back));
         }
         if (t >= first) kernels::rotate_row_grad(grow, qrow, nb, block, dr_ref.data() + std::size_t(t - first) * nb * block * block);
       }
@@ -579,16 +585,16 @@ TEST_CASE("kernels: the rotation products as 64 x 64 tiles (the GPU's set_rotate
             }
             const float* blk = base(h) + (std::size_t(t - first) * nb + std::size_t(i / 64)) * 64 * 64;
             const int c0 = i - i % 64;
-            ey = std::max(ey, std::abs(y[yi + i] - kernels::rotate_entry(blk, 64, qkv.data() + xi + c0, i % 64)));
+            raise_error(ey, std::abs(y[yi + i] - kernels::rotate_entry(blk, 64, qkv.data() + xi + c0, i % 64)));
             const float back = kernels::rotate_backward_entry(blk, 64, g + std::size_t(t) * D + c0, i % 64);
-            edx = std::max(edx, std::abs(dqkv[xi + i] - (dqkv0[xi + i] + back)));
+            raise_error(edx, std::abs(dqkv[xi + i] - (dqkv0[xi + i] + back)));
           }
           if (rotated)
             kernels::rotate_row_grad(g + std::size_t(t) * D, qkv.data() + xi, nb, 64,
                                      dr_ref[std::size_t(h)].data() + std::size_t(t - first) * nb * 64 * 64);
         }
       }
-  for (int h = 0; h < H; ++h) edr = std::max(edr, max_abs_diff(dr[std::size_t(h)], dr_ref[std::size_t(h)]));
+  for (int h = 0; h < H; ++h) raise_error(edr, max_abs_diff(dr[std::size_t(h)], dr_ref[std::size_t(h)]));
   // v's columns of the packed buffer untouched by dx
   for (std::size_t i = 0; i < dqkv.size(); ++i) untouched = untouched && (i % ld < std::size_t(2 * HD) || dqkv[i] == dqkv0[i]);
   CHECK(untouched);
@@ -713,6 +719,49 @@ TEST_CASE("kernels: cross-entropy rows as the GPU's warp (32 lanes) and entries 
     }
 }
 
+TEST_CASE("kernels: cross-entropy rows of logits far from zero (-200 and +200), one lane and the warp, against double",
+          "[kernels]") {
+  // ℓ and p do not change when every logit moves by the same amount; exp(z − max) keeps them computable where
+  // exp(z) underflows (z < −103) or overflows (z > 88.7) in float. K = 100 logits of 4·N(0, 1) around −200 and +200,
+  // with label smoothing; the reference is the formula in double from the same float logits.
+  const int K = 100, rows = 2;
+  const float eps = 0.1f, eps_k = eps / float(K), one_m_eps = 1 - eps;
+  std::vector<float> z = randn(std::size_t(rows) * K, 19);
+  for (int k = 0; k < K; ++k) z[std::size_t(k)] = -200.f + 4.f * z[std::size_t(k)], z[std::size_t(K + k)] = 200.f + 4.f * z[std::size_t(K + k)];
+  const std::vector<int> labels = {7, 42};
+  std::vector<float> p1(z.size()), pw(z.size()), l1(rows), lw(std::size_t(rows) * 32);
+  for (int r = 0; r < rows; ++r)
+    l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps,
+                                                            p1.data() + r * K, K);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < rows; ++r)
+      lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
+          z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
+  });
+  float el = 0, ep = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* zr = z.data() + r * K;
+    double mx = -INFINITY, se = 0, zs = 0;
+    for (int k = 0; k < K; ++k) mx = std::max(mx, double(zr[k]));
+    for (int k = 0; k < K; ++k) se += std::exp(double(zr[k]) - mx), zs += zr[k];
+    const double lse = mx + std::log(se);
+    const double loss = lse - double(one_m_eps) * zr[labels[std::size_t(r)]] - double(eps_k) * zs;
+    raise_error(el, float(std::abs(l1[std::size_t(r)] - loss)));
+    raise_error(el, float(std::abs(lw[std::size_t(r * 32)] - loss)));
+    for (int k = 0; k < K; ++k) {
+      const double want = std::exp(double(zr[k]) - lse);
+      raise_error(ep, float(std::abs(p1[std::size_t(r * K + k)] - want) / std::max(1e-3, want)));
+      raise_error(ep, float(std::abs(pw[std::size_t(r * K + k)] - want) / std::max(1e-3, want)));
+    }
+  }
+  INFO("largest errors: loss " << el << ", p (relative) " << ep);
+  // The loss adds terms of size 200 (float's ulp there: 1.5e-5) and ε/K·Σz of Σz ≈ ±2e4 (ulp 2e-3, times 1e-3).
+  CHECK(el <= 1e-4f);
+  CHECK(ep <= 2e-6f);
+}
+
 TEST_CASE("kernels: gelu / gelu_grad match the CPU's vectorised float GELU", "[kernels]") {
   std::vector<float> x = randn(5000, 6), dy = randn(5000, 7);
   for (auto& v : x) v *= 3.f;
@@ -796,6 +845,14 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   }
   CHECK(dg_gpu == dg);
   CHECK(db_gpu == db);
+  // The finish adds the chunks' sums in double (acc_t<float>), rounding once: dγ0 + float(Σ chunks), the sum taken
+  // here in double in chunk order (another order moves a double sum of ≤ 35 floats by far less than half a float ulp).
+  for (Index i = 0; i < C; ++i) {
+    double sg = 0, sb = 0;
+    for (Index ch = 0; ch < nch; ++ch) sg += part_gpu[std::size_t(ch * 2 * C + i)], sb += part_gpu[std::size_t(ch * 2 * C + C + i)];
+    CHECK(dg_gpu[std::size_t(i)] == dg0[std::size_t(i)] + float(sg));
+    CHECK(db_gpu[std::size_t(i)] == db0[std::size_t(i)] + float(sb));
+  }
   // And the sums themselves, in double: dγ += Σ_n dy ⊙ x̂, dβ += Σ_n dy.
   for (Index i = 0; i < C; ++i) {
     double sg = 0, sb = 0;
@@ -867,6 +924,55 @@ TEST_CASE("kernels: LayerNorm rows as the GPU's warp (32 lanes, float4 groups) m
     REQUIRE(std::abs(meanw[std::size_t(n)] - mean[std::size_t(n)]) <= 2e-6f * (1 + std::abs(mean[std::size_t(n)])));
     REQUIRE(std::abs(rstdw[std::size_t(n)] - rstd[std::size_t(n)]) <= 2e-6f * rstd[std::size_t(n)]);
   }
+}
+
+TEST_CASE("kernels: LayerNorm rows far from zero (mean 1e3, sd 1) against a double reference, one lane and the warp",
+          "[kernels]") {
+  // σ² as the mean of (x − μ)², two passes: as E[x²] − μ² it would lose every digit here (Σ x² ≈ 2e8 in float has
+  // an ulp of 16, σ² is about 1). The inputs are 1000 + k/64, |k| ≤ 128: every partial sum of up to 192 of them is a
+  // float exactly, so μ is the exact mean up to its rounding (two ulps of 1000: 1/192 is rounded too), x − μ is exact
+  // (Sterbenz), and r and y follow the double reference to a few float roundings. C = 192: the CPU's one lane, and
+  // the GPU's warp with float4 groups.
+  const Index N = 4, C = 192;
+  std::mt19937_64 gen(51);
+  std::uniform_int_distribution<int> k(-128, 128);
+  std::vector<float> x(std::size_t(N * C));
+  for (auto& v : x) v = 1000.f + float(k(gen)) / 64.f;
+  const std::vector<float> gamma = randn(std::size_t(C), 52), beta = randn(std::size_t(C), 53);
+  const float inv_c = 1.f / float(double(C)), eps = float(kernels::kLayerNormEps);
+  std::vector<float> y1(x.size()), yw(x.size()), m1(static_cast<std::size_t>(N)), r1(m1), mw(m1), rw(m1);
+  for (Index n = 0; n < N; ++n)
+    kernels::layernorm_row_forward(x.data() + n * C, gamma.data(), beta.data(), y1.data() + n * C, m1.data() + n,
+                                   r1.data() + n, C, inv_c, eps);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    for (Index n = 0; n < N; ++n)
+      kernels::layernorm_row_forward<32, 4>(x.data() + n * C, gamma.data(), beta.data(), yw.data() + n * C,
+                                            mw.data() + n, rw.data() + n, C, inv_c, eps, lane, sum);
+  });
+  float em = 0, er = 0, ey = 0;
+  for (Index n = 0; n < N; ++n) {
+    double mu = 0, var = 0;
+    for (Index i = 0; i < C; ++i) mu += x[std::size_t(n * C + i)];
+    mu /= double(C);
+    for (Index i = 0; i < C; ++i) var += (x[std::size_t(n * C + i)] - mu) * (x[std::size_t(n * C + i)] - mu);
+    const double r = 1 / std::sqrt(var / double(C) + kernels::kLayerNormEps);
+    for (const auto* out : {&y1, &yw}) {
+      const bool one = out == &y1;
+      const double m = (one ? m1 : mw)[std::size_t(n)];
+      raise_error(em, float(std::abs(m - mu)));
+      raise_error(er, float(std::abs((one ? r1 : rw)[std::size_t(n)] - r) / r));
+      for (Index i = 0; i < C; ++i) {  // y from the row's own μ (checked above) and the reference r
+        const std::size_t j = std::size_t(n * C + i);
+        const double y = (x[j] - m) * r * gamma[std::size_t(i)] + beta[std::size_t(i)];
+        raise_error(ey, float(std::abs((*out)[j] - y) / (1 + std::abs(y))));
+      }
+    }
+  }
+  INFO("largest errors: mean " << em << ", rstd (relative) " << er << ", y (relative) " << ey);
+  CHECK(em <= 2 * 6.2e-5f);  // two ulps of 1000 (2^-14 each)
+  CHECK(er <= 2e-6f);
+  CHECK(ey <= 2e-6f);
 }
 
 TEST_CASE("kernels: the column sums in the GPU's order give cpu::colsum_accumulate's bits", "[kernels]") {
@@ -1039,6 +1145,40 @@ TEST_CASE("kernels: the masked softmax row (the key mask) against the formula", 
     CHECK(std::abs(d[std::size_t(j)] - want) <= 1e-6);
     if (!mask[std::size_t(j)]) CHECK(d[std::size_t(j)] == 0.f);
   }
+}
+
+TEST_CASE("kernels: softmax rows of large scores (exp overflows float without the max shift), one lane and the warp",
+          "[kernels]") {
+  // Scores 100 ± 40 and −300 ± 40 (a rotated q·k of large vectors): exp(s) alone overflows (> 88.7) or underflows
+  // in float, exp(s − max) does not. Against p_j = exp(s_j − max) / Σ_k exp(s_k − max) in double, with a key mask.
+  const int T = 197;
+  std::vector<float> s = randn(std::size_t(2 * T), 18);
+  for (int j = 0; j < T; ++j) s[std::size_t(j)] = 100.f + 10.f * s[std::size_t(j)], s[std::size_t(T + j)] = -300.f + 10.f * s[std::size_t(T + j)];
+  std::vector<std::uint8_t> mask(std::size_t(2 * T));
+  for (int j = 0; j < 2 * T; ++j) mask[std::size_t(j)] = j % 5 != 2;
+  std::vector<float> p1 = s, pw = s;
+  for (int r = 0; r < 2; ++r) kernels::softmax_row(p1.data() + r * T, T, mask.data() + r * T);
+  ThreadWarp<32> warp;
+  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+    const ThreadWarp<32>::Max max{sum.w, lane};
+    for (int r = 0; r < 2; ++r) kernels::softmax_row<32>(pw.data() + r * T, T, mask.data() + r * T, lane, max, sum);
+  });
+  float e1 = 0, ew = 0;
+  for (int r = 0; r < 2; ++r) {
+    double mx = -INFINITY, z = 0;
+    for (int j = r * T; j < (r + 1) * T; ++j)
+      if (mask[std::size_t(j)]) mx = std::max(mx, double(s[std::size_t(j)]));
+    for (int j = r * T; j < (r + 1) * T; ++j)
+      if (mask[std::size_t(j)]) z += std::exp(double(s[std::size_t(j)]) - mx);
+    for (int j = r * T; j < (r + 1) * T; ++j) {
+      const double want = mask[std::size_t(j)] ? std::exp(double(s[std::size_t(j)]) - mx) / z : 0.0;
+      raise_error(e1, float(std::abs(p1[std::size_t(j)] - want) / std::max(1e-3, want)));
+      raise_error(ew, float(std::abs(pw[std::size_t(j)] - want) / std::max(1e-3, want)));
+    }
+  }
+  INFO("largest errors: one lane " << e1 << ", warp " << ew);
+  CHECK(e1 <= 1e-6f);  // relative to p (or to 1e-3 for the smallest): a few float roundings
+  CHECK(ew <= 1e-6f);
 }
 
 TEST_CASE("cuda::blas_int: a size outside cuBLAS's int range is an error naming the dimension", "[kernels][cuda]") {

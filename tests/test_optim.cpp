@@ -239,6 +239,12 @@ TEST_CASE("the clipping coefficient and the optimizer's gate (the bodies every d
   CHECK_FALSE(kernels::gate_open<float>(&inf_loss, nullptr));
   CHECK_FALSE(kernels::gate_open(&loss, &inf_sum));
   CHECK_FALSE(kernels::gate_open<float>(nullptr, &nan_sum));
+  // The largest finite values are finite (only an exponent of all ones is NaN or ∞): the gate stays open and the
+  // coefficient is the formula's.
+  const float big_loss = std::numeric_limits<float>::max();
+  const double big_sum = std::numeric_limits<double>::max();
+  CHECK(kernels::gate_open(&big_loss, &big_sum));
+  CHECK(kernels::clip_from_sum(big_sum, 6.5) == 6.5 / (std::sqrt(big_sum) + 1e-6));
 }
 
 TEST_CASE("clipping with the norm left in memory: clip_grad_norm's bits, and nothing scaled when it is not finite",

@@ -434,6 +434,11 @@ TEST_CASE("rotation tables: the op's backward is the adjoint of its forward (dot
     std::vector<double> dw(w.size(), 0.0);
     cpu::rotation_table_backward(w.data(), pos.data(), dt.data(), dw.data(), sh);
     check_directional_derivative(sh, w, v, pos, dt, dw);
+    // and at w = 0 (every block's generator zero, as at a zero initialisation): the gradient is not zero
+    const std::vector<double> w0(w.size(), 0.0);
+    std::vector<double> dw0(w.size(), 0.0);
+    cpu::rotation_table_backward(w0.data(), pos.data(), dt.data(), dw0.data(), sh);
+    check_directional_derivative(sh, w0, v, pos, dt, dw0);
   }
 }
 
@@ -748,6 +753,86 @@ void check_adjoint_after_forward(const RotationTableShape& sh, const std::vector
 }
 
 }  // namespace
+
+namespace {
+// The squarings of expm_skew and expm_frechet_skew (their return value), under the device's product and under the
+// cooperative kernels' loop policy: the smallest s ≥ 0 with α/2^s ≤ θ18 (the degree-18 polynomial's bound for the
+// working precision, BBC 2019, lie/t18.hpp), α = min(‖A‖_F/√2, ‖A²‖₁^{1/2}), the norms taken here with Eigen in
+// double. A = θ·Q J Qᵀ, J the 2 × 2 generators down the diagonal: ‖A²‖₁^{1/2} = θ, ‖A‖_F/√2 = θ·√(N/2) ≥ √2·θ, and
+// θ = ¾·2^k·θ18 puts α/θ18 a quarter away from a power of two (no rounding moves s) where the Frobenius bound
+// alone needs one squaring more: each squaring doubles the rounding error the polynomial made.
+template <int N, class W, class Mul>
+void check_squarings() {
+  INFO("block " << N << (sizeof(W) == 8 ? " double" : " float"));
+  const double theta18 = t18_theta<W>();
+  for (const int k : {0, 3, 10}) {
+    INFO("2^" << k);
+    const MatD a = skew_with_angles(std::vector<double>(N / 2, 0.75 * std::ldexp(theta18, k)), 40 + N + k);
+    const double fro = a.norm() / std::sqrt(2.0), one = std::sqrt((a * a).cwiseAbs().colwise().sum().maxCoeff());
+    auto squarings = [&](double alpha) {
+      int s = 0;
+      while (alpha / std::ldexp(1.0, s) > theta18) ++s;
+      return s;
+    };
+    const int want = squarings(std::min(fro, one));
+    REQUIRE(want == k);
+    REQUIRE(squarings(fro) > want);  // the case tells the two bounds apart
+    std::vector<W> in(N * N), e(N * N, W(0.5)), r(N * N), l(N * N), work(kernels::kFrechetWork * N * N);
+    for (int i = 0; i < N * N; ++i) in[std::size_t(i)] = W(a.data()[i]);
+    CHECK(kernels::expm_skew<N, W, Mul>(in.data(), r.data(), work.data(), 0) == want);
+    CHECK(kernels::expm_frechet_skew<N, W, Mul>(in.data(), e.data(), r.data(), l.data(), work.data()) == want);
+  }
+}
+
+// Non-finite input (a NaN or ∞ in A, or in E for the Fréchet body): every entry of the result NaN and the return
+// value −1 (matrix_exp.hpp's promise), under both loop policies.
+template <int N, class Mul>
+void check_nonfinite_bodies() {
+  INFO("block " << N);
+  const MatD a = random_skew(N, 3.0, 60 + N);
+  std::vector<float> in(N * N), e(N * N, 0.5f), r(N * N), l(N * N), work(kernels::kFrechetWork * N * N);
+  auto all_nan = [](const std::vector<float>& m) {
+    return std::all_of(m.begin(), m.end(), [](float x) { return std::isnan(x); });
+  };
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    INFO("bad value " << bad);
+    for (int i = 0; i < N * N; ++i) in[std::size_t(i)] = float(a.data()[i]);
+    in[1] = bad;  // in A
+    CHECK(kernels::expm_skew<N, float, Mul>(in.data(), r.data(), work.data(), 2) == -1);
+    CHECK(all_nan(r));
+    std::fill(l.begin(), l.end(), 0.f);
+    CHECK(kernels::expm_frechet_skew<N, float, Mul>(in.data(), e.data(), r.data(), l.data(), work.data()) == -1);
+    CHECK((all_nan(r) && all_nan(l)));
+    in[1] = float(a.data()[1]);  // A finite, E not
+    e[N + 2] = bad;
+    std::fill(r.begin(), r.end(), 0.f), std::fill(l.begin(), l.end(), 0.f);
+    CHECK(kernels::expm_frechet_skew<N, float, Mul>(in.data(), e.data(), r.data(), l.data(), work.data()) == -1);
+    CHECK((all_nan(r) && all_nan(l)));
+    e[N + 2] = 0.5f;
+  }
+  // A = 0 (a zero generator: weights at zero, the start of training): exp = I and L(0, E) = E exactly, no squaring.
+  std::fill(in.begin(), in.end(), 0.f);
+  for (int i = 0; i < N * N; ++i) e[std::size_t(i)] = float(i % 7) - 3.f;
+  CHECK(kernels::expm_skew<N, float, Mul>(in.data(), r.data(), work.data(), 2) == 0);
+  for (int i = 0; i < N * N; ++i) CHECK(r[std::size_t(i)] == (i % (N + 1) == 0 ? 1.f : 0.f));
+  CHECK(kernels::expm_frechet_skew<N, float, Mul>(in.data(), e.data(), r.data(), l.data(), work.data()) == 0);
+  for (int i = 0; i < N * N; ++i) CHECK(r[std::size_t(i)] == (i % (N + 1) == 0 ? 1.f : 0.f));
+  CHECK(l == e);
+}
+}  // namespace
+
+TEST_CASE("rotation tables: the bodies take the squarings of the skew bound, give NaN and -1 for non-finite input, exp(0) = I and L(0, E) = E",
+          "[tables]") {
+  check_squarings<4, double, kernels::NaiveMul>();
+  check_squarings<8, double, kernels::NaiveMul>();
+  check_squarings<16, double, EmulatedBlockLoops>();
+  check_squarings<64, double, EmulatedBlockLoops>();
+  check_squarings<8, float, kernels::NaiveMul>();
+  check_squarings<32, float, EmulatedBlockLoops>();
+  check_nonfinite_bodies<4, kernels::NaiveMul>();
+  check_nonfinite_bodies<16, kernels::NaiveMul>();
+  check_nonfinite_bodies<16, EmulatedBlockLoops>();
+}
 
 TEST_CASE("spectral path: the real Schur form, exp and the adjoint on degenerate spectra (double)", "[tables]") {
   for (int n : {2, 4, 6, 8, 32, 64}) check_schur(n);
