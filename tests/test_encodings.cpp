@@ -53,7 +53,7 @@ double relative_deviation(const liere::PositionEncoding<double>& pe, int set, do
     std::vector<double> d(p);
     for (int i = 0; i < p; ++i) d[i] = b[i] - a[i];
     const Eigen::MatrixXd dev = pe.rotation(set, a).transpose() * pe.rotation(set, b) - pe.rotation(set, d);
-    m = std::max(m, dev.cwiseAbs().maxCoeff());
+    raise_error(m, dev.cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
   }
   return m;
 }
@@ -236,7 +236,7 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
       }
     liere::PositionEncoding<double> p3(config("visionllama"), geometry(1, 1, 64, 3, {2, 4, 4}), 0);
     const Eigen::MatrixXd r3 = p3.rotation(0, std::vector<double>{1.0, 2.0, 3.0});
-    CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff() == 0.0);
+    CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
     CHECK(r3(58, 58) != 1.0);  // pair 29 (axis 2, phase 9) turns
     // one phase per axis (n = D/P/2 = 1): ω_0 = exp(0) = 1, pair a turns by x_a
     liere::PositionEncoding<double> p1(config("visionllama"), geometry(1, 1, 4, 2, {2, 2}), 0);
@@ -311,15 +311,15 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
       const std::vector<double> p = {0.4, 0.9};
       const auto g = pe.generators(1);
       const Eigen::MatrixXd a = p[0] * g[0] + p[1] * g[1];
-      CHECK((pe.rotation(1, p) - liere::exp(a)).cwiseAbs().maxCoeff() < 1e-13);
+      CHECK((pe.rotation(1, p) - liere::exp(a)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);
     }
   }
   SECTION("comrope-ap: block k belongs to axis k mod Dim") {
     liere::PositionEncoding<double> pe(config("comrope-ap", 4), geometry(1, 1, 16, 2, {4, 4}), 0);
     const auto g = pe.generators(0);
     for (int k = 0; k < 4; ++k) {
-      CHECK((g[k % 2].block(4 * k, 4 * k, 4, 4).cwiseAbs().maxCoeff() > 0));
-      CHECK(g[(k + 1) % 2].block(4 * k, 4 * k, 4, 4).cwiseAbs().maxCoeff() == 0.0);
+      CHECK((g[k % 2].block(4 * k, 4 * k, 4, 4).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() > 0));
+      CHECK(g[(k + 1) % 2].block(4 * k, 4 * k, 4, 4).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
     }
   }
   SECTION("comrope-ld: block k of axis a is θ_{a,k}·S_k") {
@@ -328,7 +328,7 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     const auto theta = pe.group_values(1);  // (1, 2, 2)
     for (int k = 0; k < 2; ++k) {
       const Eigen::MatrixXd b0 = g[0].block(4 * k, 4 * k, 4, 4), b1 = g[1].block(4 * k, 4 * k, 4, 4);
-      CHECK((b0 / theta[0 * 2 + k] - b1 / theta[1 * 2 + k]).cwiseAbs().maxCoeff() < 1e-12);
+      CHECK((b0 / theta[0 * 2 + k] - b1 / theta[1 * 2 + k]).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-12);
     }
   }
   SECTION("string: P = (I − S)(I + S)⁻¹ is orthogonal and R(p) = Pᵀ·RoPE(p)·P") {
@@ -337,14 +337,14 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
     for (std::size_t i = 0; i < cay.size(); ++i) cay[i] = 0.5 * normal();
     const std::vector<double> p = {1.0, 2.0};
     const Eigen::MatrixXd r = pe.rotation(0, p);
-    CHECK((r.transpose() * r - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff() < 1e-13);
+    CHECK((r.transpose() * r - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);
     // the torus: the same encoding with S = 0
     liere::PositionEncoding<double> torus = pe;
     for (auto& x : torus.group_values(1)) x = 0;
     const Eigen::MatrixXd s = liere::hat(Eigen::Map<const Eigen::VectorXd>(cay.data(), cay.size()).eval());
     const Eigen::MatrixXd pm = (Eigen::MatrixXd::Identity(8, 8) - s) * inverse(Eigen::MatrixXd::Identity(8, 8) + s);
-    CHECK((pm.transpose() * pm - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff() < 1e-13);
-    CHECK((r - pm.transpose() * torus.rotation(0, p) * pm).cwiseAbs().maxCoeff() < 1e-12);
+    CHECK((pm.transpose() * pm - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);
+    CHECK((r - pm.transpose() * torus.rotation(0, p) * pm).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-12);
   }
 }
 
@@ -465,8 +465,8 @@ TEST_CASE("different positions per sequence in one batch, and arbitrary coordina
   // row (b=1, t=2) is the rotation of sequence 1's second point
   liere::RotationTable<double> copy(10, 8, 4);
   std::copy_n(rot.heads[0].table.data, copy.data().size(), copy.data().begin());
-  CHECK((copy.matrix(5 + 2) - pe.rotation(0, std::vector<double>{0.5, 0.5})).cwiseAbs().maxCoeff() < 1e-13);
-  CHECK((copy.matrix(5) - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff() == 0.0);  // CLS
+  CHECK((copy.matrix(5 + 2) - pe.rotation(0, std::vector<double>{0.5, 0.5})).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);
+  CHECK((copy.matrix(5) - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);  // CLS
 }
 
 TEST_CASE("pe_diagnostics: --json is replaced whole at the end (a failed run leaves it as it was); a block that does "

@@ -37,8 +37,10 @@
 #include <vector>
 
 #include "skip.hpp"
+#include "tensor_compare.hpp"
 
 using namespace liere;
+using liere::test::raise_error;
 
 namespace {
 std::vector<float> randn(std::size_t n, std::uint64_t seed) {
@@ -47,12 +49,6 @@ std::vector<float> randn(std::size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
-}
-// e ← max(e, d), NaN from the first NaN d on: std::max(e, NaN) is e, so a kernel that wrote NaN (or left a NaN
-// sentinel unwritten) would pass a bound on e.
-template <class F>
-void raise_error(F& e, F d) {
-  e = std::isnan(e) || std::isnan(d) ? std::numeric_limits<F>::quiet_NaN() : std::max(e, d);
 }
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());

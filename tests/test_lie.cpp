@@ -24,7 +24,7 @@ const std::vector<double> kNorms = {0.0, 1e-8, 1e-5, 0.5, 1.0, std::numbers::pi 
                                     450.0, 1e3, 1e4};
 
 double orthogonality(const MatrixXd& r) {
-  return (r.transpose() * r - MatrixXd::Identity(r.rows(), r.cols())).cwiseAbs().maxCoeff();
+  return (r.transpose() * r - MatrixXd::Identity(r.rows(), r.cols())).cwiseAbs().maxCoeff<Eigen::PropagateNaN>();
 }
 
 // The general scaling-and-squaring path, bypassing the closed forms.
@@ -54,7 +54,7 @@ TEST_CASE("hat and vee are inverse and use the row-major upper-triangle layout",
     const Eigen::VectorXd w = Eigen::VectorXd::Random(liere::so_dim(n));
     const MatrixXd h = liere::hat(w);
     REQUIRE(h.rows() == n);
-    REQUIRE((h + h.transpose()).cwiseAbs().maxCoeff() == 0.0);
+    REQUIRE((h + h.transpose()).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
     REQUIRE(liere::vee(h) == w);
   }
   // vee reads the skew-symmetric part of a general matrix.
@@ -91,17 +91,17 @@ TEST_CASE("exp agrees with Eigen's MatrixFunctions and the closed forms with the
       const double bound = 50 * kU * std::max(1.0, norm);
       const MatrixXd r = liere::exp(a);
       const MatrixXd reig = a.exp();
-      CHECK((r - reig).cwiseAbs().maxCoeff() <= bound);
-      if (n <= 3) CHECK((r - exp_general(a)).cwiseAbs().maxCoeff() <= bound);
+      CHECK((r - reig).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= bound);
+      if (n <= 3) CHECK((r - exp_general(a)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= bound);
     }
   }
   // Fixed-size and dynamic-size inputs give the same result.
   const MatrixXd a8 = random_skew(8, 30.0);
   const Eigen::Matrix<double, 8, 8> f8 = a8;
   // (the two sizes take different product kernels, so they may differ by rounding)
-  REQUIRE((liere::exp(f8) - liere::exp(a8)).cwiseAbs().maxCoeff() <= 50 * kU * 30.0);
+  REQUIRE((liere::exp(f8) - liere::exp(a8)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 50 * kU * 30.0);
   const Eigen::Matrix3d f3 = random_skew(3, 2.0);
-  REQUIRE((liere::exp(f3) - liere::exp(MatrixXd(f3))).cwiseAbs().maxCoeff() <= 1e-15);
+  REQUIRE((liere::exp(f3) - liere::exp(MatrixXd(f3))).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-15);
 }
 
 TEST_CASE("exp of 2x2 and 3x3 matches the textbook formulas", "[lie][exp]") {
@@ -145,8 +145,8 @@ TEST_CASE("log inverts exp on SO(n), including angles near and at pi", "[lie][lo
       CAPTURE(n, norm);
       const MatrixXd r = liere::exp(random_skew(n, norm));
       const MatrixXd l = liere::log(r);
-      CHECK((l + l.transpose()).cwiseAbs().maxCoeff() <= 1e-15);
-      CHECK((liere::exp(l) - r).cwiseAbs().maxCoeff() <= 1e-12);
+      CHECK((l + l.transpose()).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-15);
+      CHECK((liere::exp(l) - r).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12);
       // principal: the angles lie in [−π, π]
       CHECK(spectral_norm(l) <= std::numbers::pi + 1e-12);
     }
@@ -163,7 +163,7 @@ TEST_CASE("log inverts exp on SO(n), including angles near and at pi", "[lie][lo
       const MatrixXd q = n > 2 ? liere::exp(random_skew(n, 2.0)) : MatrixXd::Identity(2, 2);
       const MatrixXd r = q * liere::exp(blocks) * q.transpose();
       const MatrixXd l = liere::log(r);
-      CHECK((liere::exp(l) - r).cwiseAbs().maxCoeff() <= 1e-12);
+      CHECK((liere::exp(l) - r).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12);
     }
   }
 }
@@ -174,12 +174,12 @@ TEST_CASE("log(exp A) = A for norms below pi", "[lie][log]") {
       CAPTURE(n, norm);
       const MatrixXd a = random_skew(n, norm);
       // log is ill-conditioned as the angles approach π (1/(π − θ)); 3.1 leaves a margin of 0.04.
-      CHECK((liere::log(liere::exp(a)) - a).cwiseAbs().maxCoeff() <= 1e-12 * std::max(1.0, 1 / (std::numbers::pi - norm)));
+      CHECK((liere::log(liere::exp(a)) - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12 * std::max(1.0, 1 / (std::numbers::pi - norm)));
       // float: a float rotation (orthogonal to ~1e-7, rounded once from double) is accepted and its log is A to
       // float's resolution
       const MatrixXf rf = liere::exp(MatrixXf(a.cast<float>()));
       const MatrixXf lf = liere::log(rf);
-      CHECK((lf.cast<double>() - a).cwiseAbs().maxCoeff() <= 1e-5 * std::max(1.0, 1 / (std::numbers::pi - norm)));
+      CHECK((lf.cast<double>() - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-5 * std::max(1.0, 1 / (std::numbers::pi - norm)));
     }
   }
 }
@@ -268,8 +268,8 @@ TEMPLATE_TEST_CASE("exp_backward at A = 0 is the identity map: L(0, E) = E", "[l
     const M zero = M::Zero(n, n), g = random_like(MatrixXd(n, n)).cast<TestType>();
     M da = M::Constant(n, n, TestType(0.5));  // accumulates
     liere::exp_backward(zero, g, da);
-    CHECK((da - M::Constant(n, n, TestType(0.5)) - g).cwiseAbs().maxCoeff() <= tol<TestType>(1e-15, 1e-6));
-    CHECK((liere::exp_frechet(zero, g) - g).cwiseAbs().maxCoeff() <= tol<TestType>(1e-15, 1e-6));
+    CHECK((da - M::Constant(n, n, TestType(0.5)) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-15, 1e-6));
+    CHECK((liere::exp_frechet(zero, g) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-15, 1e-6));
   }
 }
 
@@ -280,7 +280,7 @@ TEMPLATE_TEST_CASE("exp_backward accumulates and checks sizes", "[lie][exp_backw
   liere::exp_backward(a, g, once);
   liere::exp_backward(a, g, twice);
   liere::exp_backward(a, g, twice);
-  REQUIRE((twice - 2 * once).cwiseAbs().maxCoeff() <= tol<TestType>(1e-12, 1e-4) * once.cwiseAbs().maxCoeff());
+  REQUIRE((twice - 2 * once).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-12, 1e-4) * once.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>());
   M wrong = M::Zero(4, 4);
   REQUIRE_THROWS_WITH(liere::exp_backward(a, g, wrong), Catch::Contains("8x8") && Catch::Contains("4x4"));
 }

@@ -27,7 +27,7 @@ constexpr double kTwoPi = 2 * std::numbers::pi;
 double frob_dot(const MatrixXd& a, const MatrixXd& b) { return (a.array() * b.array()).sum(); }
 
 double orthogonality(const MatrixXd& r) {
-  return (r.transpose() * r - MatrixXd::Identity(r.rows(), r.cols())).cwiseAbs().maxCoeff();
+  return (r.transpose() * r - MatrixXd::Identity(r.rows(), r.cols())).cwiseAbs().maxCoeff<Eigen::PropagateNaN>();
 }
 
 // max |R(p)ᵀR(q) − R(q − p)| over a grid of position pairs.
@@ -37,7 +37,7 @@ double relative_deviation(const PE& pe, const std::vector<typename PE::Position>
   for (const auto& p : ps)
     for (const auto& q : ps) {
       const MatrixXd d = MatrixXd(pe.rotation(p).transpose() * pe.rotation(q)) - MatrixXd(pe.rotation(q - p));
-      m = std::max(m, d.cwiseAbs().maxCoeff());
+      raise_error(m, d.cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
     }
   return m;
 }
@@ -83,7 +83,7 @@ TEST_CASE("DESIGN.md's public API compiles as written and does what its comments
 
   CHECK(orthogonality(R) < 1e-14);
   CHECK(R.determinant() == Approx(1.0).margin(1e-13));
-  CHECK((L - A).cwiseAbs().maxCoeff() < 1e-13);  // ‖A‖ < π: the principal logarithm is A
+  CHECK((L - A).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);  // ‖A‖ < π: the principal logarithm is A
   const double h = 1e-6;  // dA against a central difference of <dR, exp(A + hV)> along a skew V
   M V = M::Zero();
   for (int r = 0; r < 8; ++r)
@@ -92,12 +92,12 @@ TEST_CASE("DESIGN.md's public API compiles as written and does what its comments
   CHECK((dA.array() * V.array()).sum() == Approx(fd).epsilon(1e-7));
   // Parameters: zero, so G = 0 and Rp = I; then drawn, and G, Rp, dw as promised.
   CHECK(w.size() == std::size_t(2 * 8 * 28));
-  CHECK(G.cwiseAbs().maxCoeff() == 0.0);
-  CHECK((Rp - Eigen::Matrix<double, 64, 64>::Identity()).cwiseAbs().maxCoeff() == 0.0);
+  CHECK(G.cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
+  CHECK((Rp - Eigen::Matrix<double, 64, 64>::Identity()).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
   for (double& x : w) x = u(g);
   G = pe.generator(p);
   Rp = pe.rotation(p);
-  CHECK((G + G.transpose()).cwiseAbs().maxCoeff() == 0.0);
+  CHECK((G + G.transpose()).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
   // entry (0, 1) of block 0: coordinate 0 of axis 0 and of axis 1
   CHECK(G(0, 1) == Approx(0.5 * w[0] + 1.25 * w[std::size_t(8 * 28)]).epsilon(1e-15));
   CHECK(orthogonality(Rp) < 1e-13);
@@ -135,7 +135,7 @@ TEST_CASE("the parameter layout is [Dim][HeadDim/Block][upper triangle, row-majo
   REQUIRE(g1(0, 1) == 13);
   REQUIRE(g1(6, 7) == 24);
   const Eigen::Matrix<double, 8, 8> gm = pe.generator(Eigen::Vector2d(0.5, 2.0));
-  REQUIRE((gm - (0.5 * g + 2.0 * g1)).cwiseAbs().maxCoeff() == 0.0);
+  REQUIRE((gm - (0.5 * g + 2.0 * g1)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
 }
 
 TEST_CASE("ViT-B parameter counts match the paper's Table 10", "[liere][params]") {
@@ -161,8 +161,8 @@ TEST_CASE("rotations are exp of the generator, orthogonal, det 1; zero params gi
     CHECK(orthogonality(r8) <= 1e-12);
     CHECK(orthogonality(r64) <= 1e-12);
     CHECK(determinant(r64) == Approx(1.0).margin(1e-9));
-    CHECK((r64 - MatrixXd(liere::exp(MatrixXd(pe64.generator(p))))).cwiseAbs().maxCoeff() <= 1e-9);
-    CHECK((r8 - MatrixXd(liere::exp(MatrixXd(pe8.generator(p))))).cwiseAbs().maxCoeff() <= 1e-12);
+    CHECK((r64 - MatrixXd(liere::exp(MatrixXd(pe64.generator(p))))).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-9);
+    CHECK((r8 - MatrixXd(liere::exp(MatrixXd(pe8.generator(p))))).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12);
   }
   // The origin (the official code's first grid position) is exactly the identity.
   REQUIRE(pe64.rotation(Eigen::Vector2d(0, 0)) == Eigen::Matrix<double, 64, 64>::Identity());
@@ -178,7 +178,7 @@ TEST_CASE("float32 rotation tables stay orthogonal at the official init with int
   liere::RotationTable<float> table;
   pe.rotation_table(pos, 64, table);
   double worst = 0;
-  for (int t = 0; t < 64; ++t) worst = std::max(worst, orthogonality(table.matrix(t).cast<double>()));
+  for (int t = 0; t < 64; ++t) raise_error(worst, orthogonality(table.matrix(t).cast<double>()));
   CHECK(worst <= 1e-6);
   const double norm = spectral_norm(pe.generator(Eigen::Vector2f(7, 7)).cast<double>());
   CHECK(norm > 1e3);  // the test really is in the large-norm regime
@@ -228,7 +228,7 @@ TEST_CASE("in 1D a LieRE rotation is S^T RoPE(lambda t) S with S independent of 
       rope(i + 1, i) = -std::sin(th);
     }
     const MatrixXd r = pe.rotation(Eigen::Matrix<double, 1, 1>(t));
-    CHECK((r - s.transpose() * rope * s).cwiseAbs().maxCoeff() <= 1e-12 * std::max(1.0, t));
+    CHECK((r - s.transpose() * rope * s).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12 * std::max(1.0, t));
   }
 }
 
@@ -287,7 +287,7 @@ TEST_CASE("rotation tables equal the per-position rotations; their backward the 
     pe.rotation_table_backward(pos, t, dtable, dw);
     for (int i = 0; i < t; ++i) {
       const Eigen::Vector2d p(pos[2 * i], pos[2 * i + 1]);
-      CHECK((table.matrix(i) - MatrixXd(pe.rotation(p))).cwiseAbs().maxCoeff() == 0.0);
+      CHECK((table.matrix(i) - MatrixXd(pe.rotation(p))).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
       pe.rotation_backward(p, dtable.matrix(i), dw_ref);
     }
     CHECK(max_rel_err(dw, dw_ref) < 1e-12);
@@ -316,7 +316,7 @@ TEST_CASE("several parameter sets in one call equal one call per set", "[liere][
     const std::span<const double> ps(params.data() + set * per, per);
     liere::RotationTable<double> one, done(t, 16, 8);
     liere::liere_table_forward<double>({1, 2, 16, 8}, ps, pos, t, one);
-    for (int i = 0; i < t; ++i) CHECK((one.matrix(i) - all.matrix(set * t + i)).cwiseAbs().maxCoeff() == 0.0);
+    for (int i = 0; i < t; ++i) CHECK((one.matrix(i) - all.matrix(set * t + i)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
     std::copy_n(dall.view(set * t, t).data, done.data().size(), done.data().begin());
     std::vector<double> d1(per, 0.0);
     liere::liere_table_backward<double>({1, 2, 16, 8}, ps, pos, t, done, d1);
@@ -347,7 +347,7 @@ TEST_CASE("rotate applies a table to (B, T, H, D) buffers; rotate_backward is it
               const Eigen::Map<const Eigen::VectorXd> xv(x.data() + off, d), yv(y.data() + off, d);
               const bool rotated = head == liere::kAllHeads || head == hi;
               const Eigen::VectorXd ref = rotated ? Eigen::VectorXd(table.matrix(per_sequence ? bi * t + ti : ti) * xv) : Eigen::VectorXd(xv);
-              CHECK((yv - ref).cwiseAbs().maxCoeff() <= 1e-12);
+              CHECK((yv - ref).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12);
             }
         // in place
         std::vector<double> inplace = x;
@@ -428,12 +428,12 @@ void check_large_block_rotation(int block, int batch, int head) {
               dr_ref[std::size_t(t) * nb * block * block + std::size_t(k) * block * block + i * block + j] +=
                   (long double)dy[yo + k * block + i] * x[k * block + j];
             }
-            ey = std::max(ey, double(std::abs(y[yo + k * block + i] - fy)));
-            edx = std::max(edx, double(std::abs(dx[xo + k * block + i] - fx)));
+            raise_error(ey, double(std::abs(y[yo + k * block + i] - fy)));
+            raise_error(edx, double(std::abs(dx[xo + k * block + i] - fx)));
           }
         }
       }
-  for (std::size_t i = 0; i < dr.size(); ++i) edr = std::max(edr, double(std::abs(dr[i] - dr_ref[i])));
+  for (std::size_t i = 0; i < dr.size(); ++i) raise_error(edr, double(std::abs(dr[i] - dr_ref[i])));
   // the packed buffer's k and v columns keep their values
   for (std::size_t i = 0; i < dx.size(); ++i) untouched = untouched && (i % ld < std::size_t(H * D) || dx[i] == dx0[i]);
   // sums of `block` (dR: batch·heads) products of N(0, 1) values: a few units of rounding times the sum's size
