@@ -17,7 +17,8 @@
 // one decomposition, A(c·p) = Q (c·Θ) Qᵀ, and in the backward one pair of outer products. The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
 // Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
-// (evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float tables
+// (the angle summed and evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for
+// float tables
 // (TableForwardWork below: float is orthogonal with its Newton–Schulz finish, but not accurate enough for the float
 // step to stay near the double one). The shared float body with the finish — max|RᵀR − I| ≤ 4e-7 for every
 // block size up to generator norm 1e4, where float scaling and squaring alone drifts to 5e-4 — is what the CUDA
@@ -403,12 +404,15 @@ void table_backward_spectral(const S* w, const S* pos, const S* dtable, S* dw, c
   add_partials(partial, dw, ng);
 }
 
-// The precision of the forward's scaling and squaring. Float tables are computed in double for blocks of 4 and
-// more: float keeps them orthogonal (with the Newton–Schulz finish) but not accurate — its error grows as
-// u·‖A‖ through the squarings, and a float ViT step with LieRE-64 then moved 7.2e-5 (relative, MLP weight gradients)
-// from the double step, against 7.1e-6 with double tables (tests/test_compare.cpp). The backward stays in S.
+// The precision of the forward: the generator A = Σ p_i·hat(w_i) and its exponential. Float tables are computed in
+// double for every block: float scaling and squaring keeps them orthogonal (with the Newton–Schulz finish) but not
+// accurate — its error grows as u·‖A‖ through the squarings, and a float ViT step with LieRE-64 then moved 7.2e-5
+// (relative, MLP weight gradients) from the double step, against 7.1e-6 with double tables
+// (tests/test_compare.cpp); and blocks 2 and 3, whose closed forms take cos and sin in double, summed their angle in
+// float before 2026-12-06 (night), off from the double tables by u·|angle|: 2.4e-5 at an angle of 600. So a float
+// table is the double op's table on the same inputs, rounded once. The backward stays in S.
 template <int N, class S>
-using TableForwardWork = std::conditional_t<std::is_same_v<S, float> && (N >= 4), double, S>;
+using TableForwardWork = std::conditional_t<std::is_same_v<S, float>, double, S>;
 
 template <int N, class S>
 void table_forward_impl(const S* w, const S* pos, S* table, const RotationTableShape& sh) {

@@ -3,8 +3,8 @@
 // same functions the CPU runs and the CPU tests check).
 //
 // Forward: blocks 2 to 8, one thread per block matrix (set, row, block), many matrices per thread block, working
-// memory in the thread's local memory; blocks 2 and 3 use their closed forms, 4 and up scaling and squaring in
-// double (Work<N>, as the CPU op). Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
+// memory in the thread's local memory; the generator summed in double (Work<N>, as the CPU op), then blocks 2 and 3
+// take their closed forms, 4 and up scaling and squaring in double. Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
 // the same bodies with BlockLoops (every loop and product of kernels/matrix_exp.hpp split over the block's threads,
 // the product's operands staged in shared memory, each thread N/16 × N/16 entries of the result), as many thread
 // blocks as the device runs at once, each looping over matrices with its own slice of a scratch buffer (at most
@@ -33,13 +33,13 @@ constexpr bool kLocalWork = N <= 8;
 template <int N>
 constexpr bool kCoop = N >= 16;  // one thread block per matrix
 using kernels::kCoopThreads;  // threads of a cooperative kernel
-// The forward's working precision: double from block 4 up, as the CPU op (cpu/rotation_table.hpp's
+// The forward's working precision: double for every block, as the CPU op (cpu/rotation_table.hpp's
 // TableForwardWork: float scaling and squaring stays orthogonal with its Newton–Schulz finish, but its tables are
 // not accurate enough for the float step to stay near the double one: ViT steps with head dim 64 differed from the
 // CPU's by up to 5.6e-4 with float tables on an H200, 2026-11-26); no finish in double (kTablePolish). The backward
 // runs in float, as the CPU's.
 template <int N>
-using Work = std::conditional_t<(N >= 4), double, float>;
+using Work = double;  // blocks 2 and 3: the angle summed in double before the closed forms (their cos and sin)
 template <int N>
 constexpr int kPolish = std::is_same_v<Work<N>, float> ? 2 : 0;
 

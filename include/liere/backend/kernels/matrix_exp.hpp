@@ -192,23 +192,24 @@ LIERE_HOST_DEVICE inline double sinc_stable(double x) {
   return sin(x) / x;
 }
 
-template <class W>
-LIERE_HOST_DEVICE void exp2_skew(const W* a, W* r) {
+// a in the working precision W (the tables' forward: double, also for float tables), r in the table's R.
+template <class W, class R>
+LIERE_HOST_DEVICE void exp2_skew(const W* a, R* r) {
   const double w = (double(a[1]) - double(a[2])) / 2, c = cos(w), s = sin(w);
-  r[0] = W(c);
-  r[1] = W(s);
-  r[2] = W(-s);
-  r[3] = W(c);
+  r[0] = R(c);
+  r[1] = R(s);
+  r[2] = R(-s);
+  r[3] = R(c);
 }
 
-template <class W>
-LIERE_HOST_DEVICE void exp3_skew(const W* a, W* r) {
+template <class W, class R>
+LIERE_HOST_DEVICE void exp3_skew(const W* a, R* r) {
   const double x = (double(a[1]) - double(a[3])) / 2, y = (double(a[2]) - double(a[6])) / 2,
                z = (double(a[5]) - double(a[7])) / 2;
   const double m[9] = {0, x, y, -x, 0, z, -y, -z, 0};
   const double th = sqrt(x * x + y * y + z * z);
   if (!(th == th) || th > 1e300) {  // NaN or ±Inf
-    for (int i = 0; i < 9; ++i) r[i] = W(NAN);
+    for (int i = 0; i < 9; ++i) r[i] = R(NAN);
     return;
   }
   const double f1 = sinc_stable(th), h = sinc_stable(th / 2), f2 = 0.5 * h * h;
@@ -216,7 +217,7 @@ LIERE_HOST_DEVICE void exp3_skew(const W* a, W* r) {
     for (int j = 0; j < 3; ++j) {
       double m2 = 0;
       for (int k = 0; k < 3; ++k) m2 += m[i * 3 + k] * m[k * 3 + j];
-      r[i * 3 + j] = W((i == j ? 1.0 : 0.0) + f1 * m[i * 3 + j] + f2 * m2);
+      r[i * 3 + j] = R((i == j ? 1.0 : 0.0) + f1 * m[i * 3 + j] + f2 * m2);
     }
 }
 
