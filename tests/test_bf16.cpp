@@ -175,7 +175,8 @@ Measure measure(const Tables& t, bool bf16_table, bool commuting) {
       const Mat ei = t.exact.matrix(i), ej = t.exact.matrix(j);
       const Mat prod = ri.transpose() * rj, exact = ei.transpose() * ej;
       raise_error(m.product, (prod - exact).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
-      if (commuting) raise_error(m.relative, (prod - t.exact.matrix(n + i * n + j)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
+      if (commuting)
+        raise_error(m.relative, (prod - t.exact.matrix(n + i * n + j)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>());
       // q, k stored in bf16; the score in fp32 registers against the exact one on the same stored q, k
       Eigen::VectorXf q(D), k(D);
       for (int d = 0; d < D; ++d) q(d) = round_bf16(float(nd(g))), k(d) = round_bf16(float(nd(g)));

@@ -1009,7 +1009,8 @@ void check_half_products(Precision prec) {
               const double v = cv[oc + std::size_t(i * ldc + j)];
               REQUIRE(std::isfinite(v));
               liere::test::raise_error(worst, std::abs(v - (c.alpha * exact + c.beta * cin)) / (gamma * scale));
-              liere::test::raise_error(unrounded, std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
+              liere::test::raise_error(unrounded,
+                  std::abs(v - (c.alpha * exact_unrounded + c.beta * cin)) / (gamma_cpu * scale));
             }
           // The padding of C (and the gap between a batch's matrices) is untouched.
           for (Index i = 0; i < c.M; ++i)

@@ -236,7 +236,8 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
       }
     liere::PositionEncoding<double> p3(config("visionllama"), geometry(1, 1, 64, 3, {2, 4, 4}), 0);
     const Eigen::MatrixXd r3 = p3.rotation(0, std::vector<double>{1.0, 2.0, 3.0});
-    CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
+    CHECK((r3.bottomRightCorner(4, 4) - Eigen::MatrixXd::Identity(4, 4)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+        == 0.0);
     CHECK(r3(58, 58) != 1.0);  // pair 29 (axis 2, phase 9) turns
     // one phase per axis (n = D/P/2 = 1): ω_0 = exp(0) = 1, pair a turns by x_a
     liere::PositionEncoding<double> p1(config("visionllama"), geometry(1, 1, 4, 2, {2, 2}), 0);
@@ -292,7 +293,8 @@ TEST_CASE("baselines match their formulas on hand-checked cases", "[encodings][f
       CHECK(std::abs(u1.dot(u2)) <= 1e-14);
       for (int j = 0; j < 8; ++j)
         for (int a = 0; a < 3; ++a)
-          CHECK(-w3[(s * 3 + a) * 8 + j] == Approx(std::pow(10.0, -4.0 * (j % 4) / 16) * (j < 4 ? u1 : u2)(a)).margin(1e-14));
+          CHECK(-w3[(s * 3 + a) * 8 + j]
+              == Approx(std::pow(10.0, -4.0 * (j % 4) / 16) * (j < 4 ? u1 : u2)(a)).margin(1e-14));
     }
   }
   SECTION("liere / rope-mixed-official: U[0, 2π) generators; the rotation is exp of the generator") {
@@ -465,7 +467,8 @@ TEST_CASE("different positions per sequence in one batch, and arbitrary coordina
   // row (b=1, t=2) is the rotation of sequence 1's second point
   liere::RotationTable<double> copy(10, 8, 4);
   std::copy_n(rot.heads[0].table.data, copy.data().size(), copy.data().begin());
-  CHECK((copy.matrix(5 + 2) - pe.rotation(0, std::vector<double>{0.5, 0.5})).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() < 1e-13);
+  CHECK((copy.matrix(5 + 2) - pe.rotation(0, std::vector<double>{0.5, 0.5})).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+      < 1e-13);
   CHECK((copy.matrix(5) - Eigen::MatrixXd::Identity(8, 8)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);  // CLS
 }
 

@@ -121,7 +121,8 @@ void check_op(const OpCase& op) {
   op.backward(op.x, v, acc);
   double worst = 0;
   for (std::size_t i = 0; i < c.size(); ++i)
-    for (std::size_t k = 0; k < c[i].size(); ++k) liere::test::raise_error(worst, rel_err(acc[i][k], c[i][k] + g[i][k]));
+    for (std::size_t k = 0; k < c[i].size(); ++k)
+      liere::test::raise_error(worst, rel_err(acc[i][k], c[i][k] + g[i][k]));
   CHECK(worst < 1e-14);
 }
 

@@ -723,7 +723,8 @@ TEST_CASE("kernels: cross-entropy rows of logits far from zero (-200 and +200), 
   const int K = 100, rows = 2;
   const float eps = 0.1f, eps_k = eps / float(K), one_m_eps = 1 - eps;
   std::vector<float> z = randn(std::size_t(rows) * K, 19);
-  for (int k = 0; k < K; ++k) z[std::size_t(k)] = -200.f + 4.f * z[std::size_t(k)], z[std::size_t(K + k)] = 200.f + 4.f * z[std::size_t(K + k)];
+  for (int k = 0; k < K; ++k)
+    z[std::size_t(k)] = -200.f + 4.f * z[std::size_t(k)], z[std::size_t(K + k)] = 200.f + 4.f * z[std::size_t(K + k)];
   const std::vector<int> labels = {7, 42};
   std::vector<float> p1(z.size()), pw(z.size()), l1(rows), lw(std::size_t(rows) * 32);
   for (int r = 0; r < rows; ++r)
@@ -845,7 +846,8 @@ TEST_CASE("kernels: LayerNorm's dγ, dβ chunk sums in the GPU's order give the 
   // here in double in chunk order (another order moves a double sum of ≤ 35 floats by far less than half a float ulp).
   for (Index i = 0; i < C; ++i) {
     double sg = 0, sb = 0;
-    for (Index ch = 0; ch < nch; ++ch) sg += part_gpu[std::size_t(ch * 2 * C + i)], sb += part_gpu[std::size_t(ch * 2 * C + C + i)];
+    for (Index ch = 0; ch < nch; ++ch)
+      sg += part_gpu[std::size_t(ch * 2 * C + i)], sb += part_gpu[std::size_t(ch * 2 * C + C + i)];
     CHECK(dg_gpu[std::size_t(i)] == dg0[std::size_t(i)] + float(sg));
     CHECK(db_gpu[std::size_t(i)] == db0[std::size_t(i)] + float(sb));
   }
@@ -1149,7 +1151,8 @@ TEST_CASE("kernels: softmax rows of large scores (exp overflows float without th
   // in float, exp(s − max) does not. Against p_j = exp(s_j − max) / Σ_k exp(s_k − max) in double, with a key mask.
   const int T = 197;
   std::vector<float> s = randn(std::size_t(2 * T), 18);
-  for (int j = 0; j < T; ++j) s[std::size_t(j)] = 100.f + 10.f * s[std::size_t(j)], s[std::size_t(T + j)] = -300.f + 10.f * s[std::size_t(T + j)];
+  for (int j = 0; j < T; ++j)
+    s[std::size_t(j)] = 100.f + 10.f * s[std::size_t(j)], s[std::size_t(T + j)] = -300.f + 10.f * s[std::size_t(T + j)];
   std::vector<std::uint8_t> mask(std::size_t(2 * T));
   for (int j = 0; j < 2 * T; ++j) mask[std::size_t(j)] = j % 5 != 2;
   std::vector<float> p1 = s, pw = s;

@@ -174,12 +174,14 @@ TEST_CASE("log(exp A) = A for norms below pi", "[lie][log]") {
       CAPTURE(n, norm);
       const MatrixXd a = random_skew(n, norm);
       // log is ill-conditioned as the angles approach π (1/(π − θ)); 3.1 leaves a margin of 0.04.
-      CHECK((liere::log(liere::exp(a)) - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12 * std::max(1.0, 1 / (std::numbers::pi - norm)));
+      CHECK((liere::log(liere::exp(a)) - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+          <= 1e-12 * std::max(1.0, 1 / (std::numbers::pi - norm)));
       // float: a float rotation (orthogonal to ~1e-7, rounded once from double) is accepted and its log is A to
       // float's resolution
       const MatrixXf rf = liere::exp(MatrixXf(a.cast<float>()));
       const MatrixXf lf = liere::log(rf);
-      CHECK((lf.cast<double>() - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-5 * std::max(1.0, 1 / (std::numbers::pi - norm)));
+      CHECK((lf.cast<double>() - a).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+          <= 1e-5 * std::max(1.0, 1 / (std::numbers::pi - norm)));
     }
   }
 }
@@ -268,8 +270,10 @@ TEMPLATE_TEST_CASE("exp_backward at A = 0 is the identity map: L(0, E) = E", "[l
     const M zero = M::Zero(n, n), g = random_like(MatrixXd(n, n)).cast<TestType>();
     M da = M::Constant(n, n, TestType(0.5));  // accumulates
     liere::exp_backward(zero, g, da);
-    CHECK((da - M::Constant(n, n, TestType(0.5)) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-15, 1e-6));
-    CHECK((liere::exp_frechet(zero, g) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-15, 1e-6));
+    CHECK((da - M::Constant(n, n, TestType(0.5)) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>()
+        <= tol<TestType>(1e-15, 1e-6));
+    CHECK((liere::exp_frechet(zero, g) - g).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>()
+        <= tol<TestType>(1e-15, 1e-6));
   }
 }
 
@@ -280,7 +284,8 @@ TEMPLATE_TEST_CASE("exp_backward accumulates and checks sizes", "[lie][exp_backw
   liere::exp_backward(a, g, once);
   liere::exp_backward(a, g, twice);
   liere::exp_backward(a, g, twice);
-  REQUIRE((twice - 2 * once).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>() <= tol<TestType>(1e-12, 1e-4) * once.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>());
+  REQUIRE((twice - 2 * once).cwiseAbs().template maxCoeff<Eigen::PropagateNaN>()
+      <= tol<TestType>(1e-12, 1e-4) * once.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>());
   M wrong = M::Zero(4, 4);
   REQUIRE_THROWS_WITH(liere::exp_backward(a, g, wrong), Catch::Contains("8x8") && Catch::Contains("4x4"));
 }

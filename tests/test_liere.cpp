@@ -316,7 +316,8 @@ TEST_CASE("several parameter sets in one call equal one call per set", "[liere][
     const std::span<const double> ps(params.data() + set * per, per);
     liere::RotationTable<double> one, done(t, 16, 8);
     liere::liere_table_forward<double>({1, 2, 16, 8}, ps, pos, t, one);
-    for (int i = 0; i < t; ++i) CHECK((one.matrix(i) - all.matrix(set * t + i)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
+    for (int i = 0; i < t; ++i)
+      CHECK((one.matrix(i) - all.matrix(set * t + i)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() == 0.0);
     std::copy_n(dall.view(set * t, t).data, done.data().size(), done.data().begin());
     std::vector<double> d1(per, 0.0);
     liere::liere_table_backward<double>({1, 2, 16, 8}, ps, pos, t, done, d1);
@@ -516,7 +517,8 @@ TEST_CASE("size mismatches give exceptions naming the sizes", "[liere][bad-input
   // head 2 fails the check below instead of writing past the end)
   liere::RotationTable<float> t4(4, 64, 8);
   std::vector<float> q2(2 * 4 * 3 * 64), y2(q2.size());
-  REQUIRE_THROWS_WITH(liere::rotate(t4, q2.data(), y2.data(), 2, 4, 2, 2), Catch::Contains("head 2 out of range [0, 2)"));
+  REQUIRE_THROWS_WITH(liere::rotate(t4, q2.data(), y2.data(), 2, 4, 2, 2),
+      Catch::Contains("head 2 out of range [0, 2)"));
   REQUIRE_THROWS_WITH(liere::rotate(t4, q2.data(), y2.data(), 2, 4, 2, -3), Catch::Contains("head -3 out of range"));
   std::vector<float> dw(10);
   liere::RotationTable<float> dt(2, 64, 8);

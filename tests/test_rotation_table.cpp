@@ -78,8 +78,9 @@ void check_exp_body() {
     if constexpr (N == 2 || N == 3) {  // the closed forms against the scaling-and-squaring body
       std::vector<double> in(a.data(), a.data() + N * N), ss(N * N), work(kernels::kExpWork * N * N);
       kernels::expm_skew<N, double>(in.data(), ss.data(), work.data(), 0);
-      CHECK((Eigen::Map<const MatD>(ss.data(), N, N) - Eigen::Map<const MatD>(r.data(), N, N)).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <=
-            1e-12 * std::max(1.0, norm));
+      CHECK((Eigen::Map<const MatD>(ss.data(), N, N) - Eigen::Map<const MatD>(r.data(), N, N))
+                .cwiseAbs()
+                .maxCoeff<Eigen::PropagateNaN>() <= 1e-12 * std::max(1.0, norm));
     }
   }
 }
@@ -147,9 +148,11 @@ void check_frechet_body() {
     liere::detail::expm_ss(Eigen::MatrixXd(a + h * e), rp);
     liere::detail::expm_ss(Eigen::MatrixXd(a - h * e), rm);
     const MatD fd = (rp - rm) / (2 * h);  // good to ~1e-8·|L|
-    CHECK((lm - fd).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-6 * std::max(1.0, fd.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
+    CHECK((lm - fd).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+        <= 1e-6 * std::max(1.0, fd.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
     const Eigen::MatrixXd lf = liere::exp_frechet(Eigen::MatrixXd(a), Eigen::MatrixXd(e));
-    CHECK((lm - lf).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-11 * std::max(1.0, lf.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
+    CHECK((lm - lf).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+        <= 1e-11 * std::max(1.0, lf.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
   }
 }
 
@@ -574,7 +577,8 @@ void check_schur(int n) {
     MatD da = MatD::Zero(n, n);
     skew_schur_exp_adjoint(q.data(), sigma.data(), n, gm.data(), da.data(), work.data());
     const MatD lf = liere::exp_frechet(Eigen::MatrixXd(a.transpose()), Eigen::MatrixXd(gm));
-    CHECK((da - lf).cwiseAbs().maxCoeff<Eigen::PropagateNaN>() <= 1e-12 * an * std::max(1.0, lf.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
+    CHECK((da - lf).cwiseAbs().maxCoeff<Eigen::PropagateNaN>()
+        <= 1e-12 * an * std::max(1.0, lf.cwiseAbs().maxCoeff<Eigen::PropagateNaN>()));
     // Central differences resolve ⟨G, L(A, E)⟩ to about u·‖A‖/h·Σ|G|: at ‖A‖ = 1e4 that is of order 1, so the
     // spectra with ‖A‖ ≥ 1e4 are checked against exp_frechet only.
     if (an > 1e3) continue;
@@ -769,7 +773,8 @@ void check_squarings() {
   for (const int k : {0, 3, 10}) {
     INFO("2^" << k);
     const MatD a = skew_with_angles(std::vector<double>(N / 2, 0.75 * std::ldexp(theta18, k)), 40 + N + k);
-    const double fro = a.norm() / std::sqrt(2.0), one = std::sqrt((a * a).cwiseAbs().colwise().sum().maxCoeff<Eigen::PropagateNaN>());
+    const double fro = a.norm() / std::sqrt(2.0),
+        one = std::sqrt((a * a).cwiseAbs().colwise().sum().maxCoeff<Eigen::PropagateNaN>());
     auto squarings = [&](double alpha) {
       int s = 0;
       while (alpha / std::ldexp(1.0, s) > theta18) ++s;
@@ -822,7 +827,8 @@ void check_nonfinite_bodies() {
 }
 }  // namespace
 
-TEST_CASE("rotation tables: the bodies take the squarings of the skew bound, give NaN and -1 for non-finite input, exp(0) = I and L(0, E) = E",
+TEST_CASE("rotation tables: the bodies take the squarings of the skew bound, give NaN and -1 for non-finite input, "
+          "exp(0) = I and L(0, E) = E",
           "[tables]") {
   check_squarings<4, double, kernels::NaiveMul>();
   check_squarings<8, double, kernels::NaiveMul>();
@@ -1061,7 +1067,8 @@ TEST_CASE("spectral path: the backward is the adjoint of the forward on a grid (
   }
 }
 
-TEST_CASE("spectral path: the cache is keyed by the positions and the row count as well as the generators", "[tables]") {
+TEST_CASE("spectral path: the cache is keyed by the positions and the row count as well as the generators",
+          "[tables]") {
   // A backward takes the forward's Schur forms only when its inputs are the forward's. Here the generators are the
   // same and (1) one position differs, (2) the row count differs while the position buffer is the same (the first
   // rows of it): the cache must not match, and the gradient must be the one of a backward right after its own
@@ -1115,7 +1122,8 @@ void check_spectral_nonfinite(int block) {
   const int nb = 64 / block, bb = block * block;
   std::mt19937_64 g(block + 500);
   std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<S> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim), dt(std::size_t(sh.table_size()));
+  std::vector<S> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim),
+      dt(std::size_t(sh.table_size()));
   for (auto& x : w) x = S(u(g));
   for (auto& x : pos) x = S(u(g));
   for (auto& x : dt) x = S(u(g));
@@ -1179,7 +1187,8 @@ TEST_CASE("rotation tables: float tables are the double tables on the same input
       const RotationTableShape sh{2, 2, 5, block == 3 ? 48 : 64, block};
       std::mt19937_64 g(block * 7 + 3);
       std::uniform_real_distribution<double> u(-1, 1);
-      std::vector<float> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim), tf(std::size_t(sh.table_size()));
+      std::vector<float> w(std::size_t(sh.num_generators())), pos(std::size_t(sh.rows) * sh.dim),
+          tf(std::size_t(sh.table_size()));
       for (auto& x : w) x = float(scale * u(g));
       for (auto& x : pos) x = float(u(g));
       const std::vector<double> wd(w.begin(), w.end()), pd(pos.begin(), pos.end());

@@ -488,8 +488,8 @@ TEST_CASE("predictions: the stream form names its source and reads what the writ
   const std::vector<int> labels = {7, -3, 2147483647, 0};
   const std::vector<int> preds = {7, 4, -2147483647 - 1, 0};
   const std::string text = train::predictions_text(labels, preds, "x.pred");
-  for (const std::optional<std::uintmax_t> bytes : {std::optional<std::uintmax_t>(text.size()),
-                                                    std::optional<std::uintmax_t>(), std::optional<std::uintmax_t>(0)}) {
+  using Bytes = std::optional<std::uintmax_t>;
+  for (const Bytes bytes : {Bytes(text.size()), Bytes(), Bytes(0)}) {
     std::istringstream in(text);
     const auto p = train::read_predictions(in, "mem.pred", bytes);
     CHECK(p.labels == labels);

@@ -361,7 +361,8 @@ TEST_CASE("video: MPEG-4 and MJPEG clips of known content decode back", "[video]
     write_video(dir / "thwc.avi", thwc.data(), FrameLayout::THWC, kT, kH, kW);
     const Clip a = read_clip(dir / "cthw.avi", native(kT)), b = read_clip(dir / "thwc.avi", native(kT));
     int worst = 0;
-    for (std::size_t i = 0; i < a.pixels.size(); ++i) liere::test::raise_error(worst, std::abs(a.pixels[i] - b.pixels[i]));
+    for (std::size_t i = 0; i < a.pixels.size(); ++i)
+      liere::test::raise_error(worst, std::abs(a.pixels[i] - b.pixels[i]));
     CHECK(worst <= 1);
   }
 }

@@ -87,7 +87,8 @@ double Predictions::accuracy() const {
 
 std::string predictions_text(const std::vector<int>& labels, const std::vector<int>& preds, const std::string& source) {
   LIERE_ENSURE(labels.size() == preds.size(), "write_predictions: '" << source << "': " << labels.size()
-                                                                      << " labels but " << preds.size() << " predictions");
+                                                                      << " labels but " << preds.size()
+                                                                      << " predictions");
   std::string text = std::string(kPredictionsMagic) + " n=" + std::to_string(labels.size()) +
                      " columns: index label pred\n";
   text.reserve(text.size() + labels.size() * 12);
@@ -108,8 +109,9 @@ void write_predictions(const std::string& path, const std::vector<int>& labels, 
 
 Predictions read_predictions(const std::string& path) {
   std::error_code ec;
-  LIERE_ENSURE(!std::filesystem::is_directory(path, ec),
-               "read_predictions: cannot open '" << path << "': is a directory (expected a file written by --predictions)");
+  LIERE_ENSURE(!std::filesystem::is_directory(path, ec), "read_predictions: cannot open '"
+                                                             << path << "': is a directory (expected a file written by "
+                                                             << "--predictions)");
   std::ifstream in(path);
   LIERE_ENSURE(in.is_open(), "read_predictions: cannot open '" << path << "': " << std::strerror(errno));
   const std::uintmax_t bytes = std::filesystem::file_size(path, ec);  // fails for a pipe: nothing reserved up front

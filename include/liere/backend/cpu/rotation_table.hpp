@@ -16,15 +16,13 @@
 // positions are exact positive multiples of one another (backend/position_classes.hpp: a grid's directions) share
 // one decomposition, A(c·p) = Q (c·Θ) Qᵀ, and in the backward one pair of outer products. The rest of this
 // paragraph is the polynomial path, which blocks 4 to 16 take (and 32, 64 under TableMethod::Polynomial).
-// Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms
-// (the angle summed and evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for
-// float tables
-// (TableForwardWork below: float is orthogonal with its Newton–Schulz finish, but not accurate enough for the float
-// step to stay near the double one). The shared float body with the finish — max|RᵀR − I| ≤ 4e-7 for every
-// block size up to generator norm 1e4, where float scaling and squaring alone drifts to 5e-4 — is what the CUDA
-// kernels run. The backward runs in the precision of S and sums the positions'
-// contributions in double. Blocks of 32 and 64 multiply through the GEMM library (cpu/gemm.hpp), smaller ones
-// with fixed-size loops.
+// Precision (measured, docs/math.md "Rotation tables in single precision"): blocks 2 and 3 use their closed forms (the
+// angle summed and evaluated in double). Larger blocks run scaling and squaring in double on the CPU, also for float
+// tables (TableForwardWork below: float is orthogonal with its Newton–Schulz finish, but not accurate enough for the
+// float step to stay near the double one). The shared float body with the finish — max|RᵀR − I| ≤ 4e-7 for every block
+// size up to generator norm 1e4, where float scaling and squaring alone drifts to 5e-4 — is what the CUDA kernels run.
+// The backward runs in the precision of S and sums the positions' contributions in double. Blocks of 32 and 64 multiply
+// through the GEMM library (cpu/gemm.hpp), smaller ones with fixed-size loops.
 // Threads: one loop over sets × rows × blocks, round-robin (the cost grows with |p|; the spectral path hands out
 // groups of kSchurLanes consecutive blocks); the backward keeps
 // per-thread sums in double, reduced in thread order: deterministic for a fixed thread count.

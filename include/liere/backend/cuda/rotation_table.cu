@@ -2,14 +2,13 @@
 // and the layouts are backend/cpu/rotation_table.hpp's, the per-block bodies backend/kernels/matrix_exp.hpp's, the
 // same functions the CPU runs and the CPU tests check).
 //
-// Forward: blocks 2 to 8, one thread per block matrix (set, row, block), many matrices per thread block, working
-// memory in the thread's local memory; the generator summed in double (Work<N>, as the CPU op), then blocks 2 and 3
-// take their closed forms, 4 and up scaling and squaring in double. Blocks 16 to 64: one thread block of kCoopThreads per matrix, running
-// the same bodies with BlockLoops (every loop and product of kernels/matrix_exp.hpp split over the block's threads,
-// the product's operands staged in shared memory, each thread N/16 × N/16 entries of the result), as many thread
-// blocks as the device runs at once, each looping over matrices with its own slice of a scratch buffer (at most
-// kScratchBudget). One thread per 64×64 matrix ran the ViT-Tiny LieRE-64 step at 77 img/s on an H200
-// (bench/README.md).
+// Forward: blocks 2 to 8, one thread per block matrix (set, row, block), many matrices per thread block, working memory
+// in the thread's local memory; the generator summed in double (Work<N>, as the CPU op), then blocks 2 and 3 take their
+// closed forms, 4 and up scaling and squaring in double. Blocks 16 to 64: one thread block of kCoopThreads per matrix,
+// running the same bodies with BlockLoops (every loop and product of kernels/matrix_exp.hpp split over the block's
+// threads, the product's operands staged in shared memory, each thread N/16 × N/16 entries of the result), as many
+// thread blocks as the device runs at once, each looping over matrices with its own slice of a scratch buffer (at most
+// kScratchBudget). One thread per 64×64 matrix ran the ViT-Tiny LieRE-64 step at 77 img/s on an H200 (bench/README.md).
 // Backward: per block matrix (a thread, or a thread block from 16 up) hat*(L(Aᵀ, dR)) (b(b−1)/2 values) into a
 // scratch buffer; a second kernel, one thread per generator coordinate, sums p_{t,i} times them over the rows in a
 // fixed order, in double: deterministic, no atomics. Neither copies anything to the host nor synchronises.
