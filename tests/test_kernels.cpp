@@ -660,6 +660,30 @@ TEST_CASE("kernels: softmax rows as the GPU's warp (32 lanes) match the one-lane
   }
 }
 
+namespace {
+// The cross-entropy forward of rows of K logits (one label each) by the one-lane body (the CPU's rows: p1, l1) and by
+// the 32-lane body on 32 threads with the warp's shuffles (k_ce_rows: pw, lw, every lane's loss), pw first filled with
+// −7 (an entry left unwritten shows); the warp's lanes must agree on every max and sum they shared.
+struct CrossEntropyRows {
+  std::vector<float> p1, pw, l1, lw;
+  CrossEntropyRows(const std::vector<float>& z, const std::vector<int>& labels, int K, float eps_k, float one_m_eps)
+      : p1(z.size()), pw(z.size(), -7.f), l1(labels.size()), lw(labels.size() * 32) {
+    const int rows = int(labels.size());
+    for (int r = 0; r < rows; ++r)
+      l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k,
+                                                              one_m_eps, p1.data() + r * K, K);
+    ThreadWarp<32> warp;
+    warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
+      const ThreadWarp<32>::Max max{sum.w, lane};
+      for (int r = 0; r < rows; ++r)
+        lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
+            z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
+    });
+    for (int l = 0; l < 32; ++l) CHECK(warp.mismatch[std::size_t(l)] == 0);
+  }
+};
+}  // namespace
+
 TEST_CASE("kernels: cross-entropy rows as the GPU's warp (32 lanes) and entries match the one-lane rows",
           "[kernels]") {
   // The forward with Lanes = 32 on 32 threads whose max and sums are the warp's shuffles (k_ce_rows), against the
@@ -675,18 +699,8 @@ TEST_CASE("kernels: cross-entropy rows as the GPU's warp (32 lanes) and entries 
   const std::vector<int> labels = {0, (K - 1) / 2, K - 1};
   z[std::size_t(2 * K + K - 1)] = 120.f;
   const float eps_k = eps / float(K), one_m_eps = 1 - eps, c = 0.37f;
-  std::vector<float> p1(z.size()), pw(z.size(), -7.f), l1(rows), lw(std::size_t(rows) * 32);
-  for (int r = 0; r < rows; ++r)
-    l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps,
-                                                            p1.data() + r * K, K);
-  ThreadWarp<32> warp;
-  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
-    const ThreadWarp<32>::Max max{sum.w, lane};
-    for (int r = 0; r < rows; ++r)
-      lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
-          z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
-  });
-  for (int l = 0; l < 32; ++l) CHECK(warp.mismatch[std::size_t(l)] == 0);
+  const CrossEntropyRows ce(z, labels, K, eps_k, one_m_eps);
+  const std::vector<float>&p1 = ce.p1, &pw = ce.pw, &l1 = ce.l1, &lw = ce.lw;
   for (int r = 0; r < rows; ++r) {
     INFO("row " << r);
     for (int lane = 0; lane < 32; ++lane) REQUIRE(lw[std::size_t(r * 32 + lane)] == lw[std::size_t(r * 32)]);
@@ -726,17 +740,8 @@ TEST_CASE("kernels: cross-entropy rows of logits far from zero (-200 and +200), 
   for (int k = 0; k < K; ++k)
     z[std::size_t(k)] = -200.f + 4.f * z[std::size_t(k)], z[std::size_t(K + k)] = 200.f + 4.f * z[std::size_t(K + k)];
   const std::vector<int> labels = {7, 42};
-  std::vector<float> p1(z.size()), pw(z.size()), l1(rows), lw(std::size_t(rows) * 32);
-  for (int r = 0; r < rows; ++r)
-    l1[std::size_t(r)] = kernels::cross_entropy_row_forward(z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps,
-                                                            p1.data() + r * K, K);
-  ThreadWarp<32> warp;
-  warp.run([&](int lane, ThreadWarp<32>::Sum sum) {
-    const ThreadWarp<32>::Max max{sum.w, lane};
-    for (int r = 0; r < rows; ++r)
-      lw[std::size_t(r * 32 + lane)] = kernels::cross_entropy_row_forward<32>(
-          z.data() + r * K, labels[std::size_t(r)], eps_k, one_m_eps, pw.data() + r * K, K, lane, max, sum);
-  });
+  const CrossEntropyRows ce(z, labels, K, eps_k, one_m_eps);
+  const std::vector<float>&p1 = ce.p1, &pw = ce.pw, &l1 = ce.l1, &lw = ce.lw;
   float el = 0, ep = 0;
   for (int r = 0; r < rows; ++r) {
     const float* zr = z.data() + r * K;
