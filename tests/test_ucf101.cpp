@@ -484,6 +484,12 @@ TEST_CASE("UCF101 cache: the second read hits and gives the same bytes; damaged 
     write_file(cache_file, b);
   });
   CHECK_THAT(log.str(), Contains("truncated in the pixels"));
+  reload_after("bytes after the checksum", [&] {
+    Bytes b = read_all(cache_file);
+    b.push_back(0);
+    write_file(cache_file, b);
+  });
+  CHECK_THAT(log.str(), Contains("longer than its header says"));
   reload_after("not a cache file", [&] { write_file(cache_file, Bytes(200, 7)); });
   CHECK_THAT(log.str(), Contains("wrong magic"));
   reload_after("the source changed", [&] {
