@@ -675,6 +675,20 @@ TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file 
   CHECK(rows[1].at("note").as_string() == "warm-up done");
   CHECK(!rows[1].contains("train_acc"));
 
+  // A UTF-8 byte-order mark (EF BB BF) before the first line is not part of the JSON; one on a later line is.
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "\xEF\xBB\xBF" << R"({"epoch":1})" << "\n" << R"({"epoch":2})" << "\n";
+  }
+  const auto bom_rows = liere::data::read_jsonl(path);
+  REQUIRE(bom_rows.size() == 2);
+  CHECK(bom_rows[0].at("epoch").as_number() == 1);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << R"({"epoch":1})" << "\n" << "\xEF\xBB\xBF" << R"({"epoch":2})" << "\n";
+  }
+  CHECK_THROWS_WITH(liere::data::read_jsonl(path), Catch::Contains(path + ":2:1:"));
+
   {
     std::ofstream out(path);
     out << R"({"epoch":1,"loss":2.0})"
