@@ -166,6 +166,26 @@ TEST_CASE("trainer: 2 epochs == 1 epoch + save + resume + 1 epoch, bit for bit",
   }
 }
 
+TEST_CASE("trainer: --resume appends to --metrics; a checkpoint from after the last epoch is refused", "[trainer]") {
+  const std::string ckpt = temp_path("metrics_resume.safetensors"), two = temp_path("metrics_two.safetensors");
+  const std::string m1 = temp_path("metrics_resume.jsonl"), m2 = temp_path("metrics_two.jsonl");
+  for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
+  // One uninterrupted run of 2 epochs, and 1 epoch + save + resume for the second, into one metrics file.
+  const auto uninterrupted = metrics_rows(tiny("liere"), options(2, two), m2);
+  const auto first = metrics_rows(tiny("liere"), options(1, ckpt), m1);
+  const auto resumed = metrics_rows(tiny("liere"), options(2, "", ckpt), m1);
+  REQUIRE_FALSE(first.empty());
+  CHECK(resumed.size() == uninterrupted.size());
+  REQUIRE(resumed.size() > first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(resumed[i] == first[i]);  // epoch 1's rows kept as written
+  // The 2-epoch checkpoint resumed with --epochs 1: nothing left to train, and more epochs done than asked for.
+  std::cerr.setstate(std::ios::failbit);
+  app::Trainer t(tiny("liere"), options(1, "", two), "synthetic");
+  CHECK_THROWS_WITH(t.fit(data(), eval_set()), Catch::Contains("the checkpoint is after epoch 2, more than --epochs 1"));
+  std::cerr.clear();
+  for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
+}
+
 TEST_CASE("trainer: --resume with another seed or learning rate says so, and with the same settings says nothing",
           "[trainer]") {
   const std::string ckpt = temp_path("settings.safetensors");
