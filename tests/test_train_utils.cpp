@@ -652,6 +652,19 @@ TEST_CASE("ProgressBar: terminal mode redraws in place at most every 0.1 s", "[p
   const std::string f = out.str();
   CHECK(f.back() == '\n');
   CHECK(f.substr(f.rfind('\r')) == "\reval [##########] 100/100 100% acc 0.5 | 128.0 it/s | 00:01\n");
+
+  // Exactly min_redraw_seconds after the last redraw is soon enough (times in binary fractions, so exact): with
+  // 0.125 s and a step every 1/128 s, every 16th step.
+  t = 0;
+  opt.min_redraw_seconds = 0.125;
+  std::ostringstream exact;
+  train::ProgressBar every16(100, "eval", exact, opt);
+  for (int i = 1; i <= 100; ++i) {
+    t += 1.0 / 128;
+    every16.update(i);
+  }
+  const std::string e = exact.str();
+  CHECK(std::count(e.begin(), e.end(), '\r') == 8);  // steps 1, 17, 33, 49, 65, 81, 97, 100
 }
 
 TEST_CASE("ProgressBar: terminal mode pads a shorter line over a longer one", "[progress]") {
