@@ -492,6 +492,32 @@ TEST_CASE("safetensors: round trip of raw records with metadata", "[io][safetens
   }
 }
 
+TEST_CASE("safetensors: every dtype of the format has its element size", "[io][safetensors]") {
+  // The sizes from the safetensors format's Dtype list.
+  const std::vector<std::pair<std::string, std::size_t>> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+  TempDir dir;
+  const std::string path = dir.file("dtypes.safetensors");
+  const std::string data(3 * 8, '\x5a');
+  std::vector<liere::io::SafetensorsRecord> records;
+  for (const auto& [dtype, size] : sizes) {
+    INFO(dtype);
+    CHECK(liere::io::safetensors_dtype_size(dtype) == size);
+    records.push_back({"t_" + dtype, dtype, {3}, data.data(), 3 * size});
+  }
+  CHECK(liere::io::safetensors_dtype_size("F99") == 0);
+  liere::io::save_safetensors(path, records);
+  const auto f = liere::io::load_safetensors(path);
+  for (const auto& [dtype, size] : sizes) {
+    INFO(dtype);
+    const auto* e = f.find("t_" + dtype);
+    REQUIRE(e);
+    CHECK(e->dtype == dtype);
+    CHECK(f.bytes(*e).size() == 3 * size);
+  }
+}
+
 TEST_CASE("safetensors: bad records and files are refused", "[io][safetensors][errors]") {
   TempDir dir;
   const std::string path = dir.file("bad.safetensors");
