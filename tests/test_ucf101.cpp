@@ -527,6 +527,30 @@ TEST_CASE("UCF101 cache: the second read hits and gives the same bytes; damaged 
 
 // ==== the passing task ===========================================================================================
 
+TEST_CASE("passing task: distractors' path centres are spread over the frame, half of them static", "[passing]") {
+  // moving_objects.hpp: "the centre of its path uniform in [0, 1]² · S, static with probability ½".
+  PassingTaskConfig cfg;
+  cfg.distractors = 4;
+  const double S = cfg.size, T1 = cfg.frames - 1;
+  int still = 0, total = 0, outside = 0;
+  double sum_x = 0, sum_y = 0;
+  for (std::uint64_t i = 0; i < 1000; ++i)
+    for (const PassingObject& d : make_passing_scene(cfg, i).distractors) {
+      const double cx = d.x(T1 / 2), cy = d.y(T1 / 2);  // the middle of its path
+      outside += !(cx >= 0 && cx <= S && cy >= 0 && cy <= S);
+      sum_x += cx;
+      sum_y += cy;
+      still += d.vx == 0 && d.vy == 0;
+      ++total;
+    }
+  CHECK(outside == 0);
+  // 4000 draws: the mean of a uniform [0, S] has standard deviation S / sqrt(12 · 4000) ≈ 0.0046 S, a Bernoulli(½)
+  // fraction 0.0079; the bounds are 6 standard deviations.
+  CHECK(std::abs(sum_x / total / S - 0.5) < 0.03);
+  CHECK(std::abs(sum_y / total / S - 0.5) < 0.03);
+  CHECK(std::abs(double(still) / total - 0.5) < 0.05);
+}
+
 TEST_CASE("passing task: balanced labels, deterministic per seed, batches equal single clips", "[passing]") {
   PassingTaskConfig cfg;  // 8 frames of 32×32, 4 classes, 2 distractors
   const std::size_t bytes = std::size_t(3) * cfg.frames * cfg.size * cfg.size;
