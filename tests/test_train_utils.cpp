@@ -608,6 +608,18 @@ TEST_CASE("ProgressBar: plain lines every 10% with a fake clock", "[progress]") 
   CHECK(lines[4] == "epoch 1/2  5/10  50% loss 2.1 acc 0.5 | 32.00 img/s | 00:05 eta 00:05");
   CHECK(lines[9] == "epoch 1/2 10/10 100% loss 1.6 acc 1 | 32.00 img/s | 00:10");
   CHECK(out.str().find('\r') == std::string::npos);
+
+  // Every 0.1% of 1000 steps is a line at every step, also where 100·k/1000/0.1 rounds to just below k
+  // (k = 3 gives 2.9999999999999996).
+  opt.plain_every_percent = 0.1;
+  std::ostringstream fine;
+  {
+    train::ProgressBar bar(1000, "", fine, opt);
+    for (int i = 1; i <= 1000; ++i) bar.update(i);
+    bar.finish();
+  }
+  const std::string f = fine.str();
+  CHECK(std::count(f.begin(), f.end(), '\n') == 1000);
 }
 
 TEST_CASE("ProgressBar: plain mode on many steps, a stop part-way, steps/s", "[progress]") {
