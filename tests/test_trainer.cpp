@@ -5,12 +5,14 @@
 #include <app/compare.hpp>
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
+#include <data_tools/plot.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <thread>
@@ -184,6 +186,41 @@ TEST_CASE("trainer: --resume appends to --metrics; a checkpoint from after the l
   CHECK_THROWS_WITH(t.fit(data(), eval_set()), Catch::Contains("the checkpoint is after epoch 2, more than --epochs 1"));
   std::cerr.clear();
   for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
+}
+
+TEST_CASE("compare: split_list drops empty items; the accuracy chart is bar_chart of the results in % with their CIs",
+          "[trainer]") {
+  CHECK(app::split_list("abs,,liere8,") == std::vector<std::string>{"abs", "liere8"});
+  CHECK(app::split_list(",").empty());
+
+  // 2 groups × 2 bars; results[g · 2 + b], with distinct accuracies and interval ends.
+  std::vector<app::EvalResult> r(4);
+  for (int k = 0; k < 4; ++k) {
+    r[std::size_t(k)].acc = 0.5 + 0.1 * k;
+    r[std::size_t(k)].ci = {0.5 + 0.1 * k, 0.45 + 0.1 * k, 0.58 + 0.1 * k};
+  }
+  const std::string got = temp_path("chart.png"), want = temp_path("chart_ref.png");
+  app::write_accuracy_chart(got, "title", "size", {"32", "64"}, {"abs", "liere"}, {&r[0], &r[1], &r[2], &r[3]});
+  plot::BarChart bc;
+  bc.title = "title";
+  bc.x_label = "size";
+  bc.y_label = "accuracy (%)";
+  bc.groups = {"32", "64"};
+  bc.bars = {"abs", "liere"};
+  bc.values = {{50, 60}, {70, 80}};
+  bc.lo = {{45, 55}, {65, 75}};
+  bc.hi = {{58, 68}, {78, 88}};
+  bc.y_min = 0;
+  bc.y_max = 100;
+  plot::bar_chart(want, bc);
+  std::ifstream a(got, std::ios::binary), b(want, std::ios::binary);
+  const std::string ga{std::istreambuf_iterator<char>(a), {}}, wb{std::istreambuf_iterator<char>(b), {}};
+  CHECK_FALSE(ga.empty());
+  CHECK(ga == wb);
+  CHECK_THROWS_WITH(app::write_accuracy_chart(got, "t", "x", {"32"}, {"abs", "liere"}, {&r[0]}),
+                    Catch::Contains("1 results for 1 groups x 2 bars"));
+  std::remove(got.c_str());
+  std::remove(want.c_str());
 }
 
 TEST_CASE("trainer: --resume with another seed or learning rate says so, and with the same settings says nothing",
