@@ -246,6 +246,9 @@ TEST_CASE("UCF101 lists: every malformed line is named with file:line and what w
   CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi 4\r\n"),
              Contains(file + ":2: label '4' is not a class number 1 … 3"));
   CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi x\r\n"), Contains(file + ":2: label 'x'"));
+  // Ten digits: past int's range, still a named error.
+  CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi 9999999999\r\n"),
+             Contains(file + ":2: label '9999999999' is not a class number 1 … 3"));
   CHECK_THAT(list_error("Archery/a.avi 1\r\n\r\nBowling/b.avi 3\r\n"),
              Contains(file + ":3: label 3 is class 'Diving' but the clip is in folder 'Bowling'"));
   CHECK_THAT(list_error("Archery/a.avi 1\nBowling/b.avi\n"),
@@ -253,6 +256,8 @@ TEST_CASE("UCF101 lists: every malformed line is named with file:line and what w
   CHECK_THAT(list_error("Archery/a.avi\nBowling/b.avi 2\n"), Contains(file + ":2: expected a path only"));
   CHECK_THAT(list_error("Surfing/s.avi\n"), Contains(file + ":1: folder 'Surfing' is not a class"));
   CHECK_THAT(list_error("a.avi\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
+  CHECK_THAT(list_error("Archery/\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
+  CHECK_THAT(list_error("/a.avi\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
   CHECK_THAT(list_error("Archery/a.avi 1 extra\n"), Contains(file + ":1: expected '<Class>/<file>.avi <k>'"));
   CHECK_THAT(list_error("Archery/a.avi\nDiving/d.avi\nArchery/a.avi\n"),
              Contains(file + ":3: 'Archery/a.avi' is already listed at line 1"));
