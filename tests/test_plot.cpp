@@ -581,6 +581,8 @@ TEST_CASE("colormap: table ends, interpolation, NaN", "[plot][colormap]") {
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 0.0) == plot::Color{59, 76, 192});
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 0.5) == plot::Color{221, 221, 221});
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 1.0) == plot::Color{180, 4, 38});
+  // Halfway between Moreland's first two of 33 samples, (59, 76, 192) and (68, 90, 204): rounded, not truncated.
+  CHECK(plot::colormap(plot::Colormap::CoolWarm, 1.0 / 64) == plot::Color{64, 83, 198});
   // viridis(0.5) is #21918C in matplotlib's 256-entry table.
   const plot::Color mid = plot::colormap(plot::Colormap::Viridis, 0.5);
   CHECK(std::abs(int(mid.r) - 0x21) <= 2);
