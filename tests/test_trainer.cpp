@@ -555,6 +555,7 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--epochs"}), Catch::Contains("--epochs needs a value"));
   CHECK_THROWS_WITH(parse({"--block"}), Catch::Contains("--block needs a value"));
   CHECK_THROWS_WITH(parse({"--bogus"}), Catch::Contains("unknown option --bogus"));
+  CHECK_THROWS_WITH(parse({"--dry-run=1"}), Catch::Equals("--dry-run takes no value"));
   CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
@@ -708,6 +709,14 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
   CHECK_THAT(u, Catch::Contains("  FILE...               the inputs\n"));
   CHECK_THAT(u, Catch::Contains("  --n N                 " + std::string(70, 'w') + "\n" + std::string(24, ' ') +
                                 std::string(79, 'w') + "  [3]\n"));
+  // Help text that fills its 86 columns (110 less the 24 of the indent) but for fewer than the default's 5
+  // ("  [3]"): the default goes on a line of its own.
+  app::Flags g("prog", "Summary line.");
+  g.add("m", &n, std::string(84, 'w'));
+  g.add("k", &n, std::string(81, 'w'));
+  CHECK_THAT(g.usage(), Catch::Contains("  --m N                 " + std::string(84, 'w') + "\n" + std::string(24, ' ') +
+                                        "[3]\n"));
+  CHECK_THAT(g.usage(), Catch::Contains("  --k N                 " + std::string(81, 'w') + "  [3]\n"));
 }
 
 TEST_CASE("TrainOptions and CompareOptions: bad values and what a run cannot honour are usage errors before it starts",
