@@ -104,6 +104,13 @@ TEST_CASE("checkpoint: save then load round-trips parameters, optimizer state an
   }
   CHECK(opt_b.steps() == 3);
   CHECK(opt_b.lr() == 3e-3);
+
+  // A learning rate that needs all 17 significant digits (one a schedule gives) comes back bit for bit.
+  const double lr = 1.0 / 3.0 * 1e-3;
+  opt_a.set_lr(lr);
+  nn::save_checkpoint(path, a.params, &opt_a);
+  nn::load_checkpoint(path, b.params, &opt_b);
+  CHECK(opt_b.lr() == lr);
   CHECK(meta.at("epoch") == "7");
   CHECK(meta.at("config") == "dim=6 \"quoted\"\n");
   CHECK(meta.at("format") == nn::kCheckpointFormat);
@@ -204,13 +211,19 @@ TEST_CASE("checkpoint: truncated and corrupt files give errors naming the file",
   const std::string bytes = read_bytes(path);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
-  for (std::size_t cut : {std::size_t(0), std::size_t(5), std::size_t(8 + n / 2), std::size_t(8 + n),
-                          std::size_t(8 + n + 10), bytes.size() - 1}) {
+  for (std::size_t cut : {std::size_t(0), std::size_t(5), std::size_t(8 + n / 2), std::size_t(8 + n - 1),
+                          std::size_t(8 + n), std::size_t(8 + n + 10), bytes.size() - 1}) {
     INFO("cut at " << cut << " of " << bytes.size());
     write_bytes(bad, bytes.substr(0, cut));
     CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains(bad) && Catch::Contains("truncated"));
     CHECK_THROWS_AS(nn::load_checkpoint(bad, m.params), liere::Error);
+    CHECK_THROWS_AS(nn::parse_safetensors(std::span<const char>(bytes.data(), cut), bad), liere::Error);
   }
+  // Cut inside the data: the error says how long the header says the file is and how long it is.
+  write_bytes(bad, bytes.substr(0, 8 + n + 10));
+  CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains("truncated: expected " + std::to_string(bytes.size()) +
+                                                               " bytes") &&
+                                                   Catch::Contains("found " + std::to_string(8 + n + 10)));
   // Trailing garbage after the data.
   write_bytes(bad, bytes + "xyz");
   CHECK_THROWS_WITH(nn::load_safetensors(bad), Catch::Contains("trailing bytes"));

@@ -475,6 +475,47 @@ TEST_CASE("safetensors: round trip of raw records with metadata", "[io][safetens
   std::memcpy(&n, bytes.data(), 8);
   CHECK((8 + n) % 8 == 0);
   CHECK(json::parse(bytes.substr(8, n)).find("__metadata__")->find("note")->text == meta.at("note"));
+
+  // Every header length is padded to a multiple of 8: names of 1 to 8 bytes give 8 different unpadded lengths.
+  for (std::size_t len = 1; len <= 8; ++len) {
+    const std::string name(len, 'x');
+    INFO("name of " << len << " bytes");
+    liere::io::save_safetensors(path, {{name, "F32", {1}, w.data(), sizeof(float)}});
+    const std::string b = read_bytes(path);
+    std::uint64_t h = 0;
+    std::memcpy(&h, b.data(), 8);
+    CHECK(h % 8 == 0);
+    CHECK(b.size() == 8 + h + sizeof(float));
+    const std::string header = b.substr(8, h);
+    CHECK(header[header.find_last_not_of(' ')] == '}');  // the padding is spaces after the closing brace
+    CHECK(liere::io::load_safetensors(path).find(name) != nullptr);
+  }
+}
+
+TEST_CASE("safetensors: every dtype of the format has its element size", "[io][safetensors]") {
+  // The sizes from the safetensors format's Dtype list.
+  const std::vector<std::pair<std::string, std::size_t>> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+  TempDir dir;
+  const std::string path = dir.file("dtypes.safetensors");
+  const std::string data(3 * 8, '\x5a');
+  std::vector<liere::io::SafetensorsRecord> records;
+  for (const auto& [dtype, size] : sizes) {
+    INFO(dtype);
+    CHECK(liere::io::safetensors_dtype_size(dtype) == size);
+    records.push_back({"t_" + dtype, dtype, {3}, data.data(), 3 * size});
+  }
+  CHECK(liere::io::safetensors_dtype_size("F99") == 0);
+  liere::io::save_safetensors(path, records);
+  const auto f = liere::io::load_safetensors(path);
+  for (const auto& [dtype, size] : sizes) {
+    INFO(dtype);
+    const auto* e = f.find("t_" + dtype);
+    REQUIRE(e);
+    CHECK(e->dtype == dtype);
+    CHECK(f.bytes(*e).size() == 3 * size);
+  }
 }
 
 TEST_CASE("safetensors: bad records and files are refused", "[io][safetensors][errors]") {
@@ -509,6 +550,14 @@ TEST_CASE("safetensors: bad records and files are refused", "[io][safetensors][e
   CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("tensor 'a' (3) F32 needs 12 bytes, data_offsets give [0, 4)"));
   write_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", std::string(4, '\0'));
   CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("is too large"));
+  // Offsets must tile the data section: a gap between two tensors, or an overlap, is refused even when the last
+  // tensor ends at the end of the file.
+  write_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+             std::string(12, '\0'));
+  CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("tensor 'b' starts at data byte 8, expected 4 (gap or overlap)"));
+  write_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+             std::string(12, '\0'));
+  CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("tensor 'b' starts at data byte 4, expected 8 (gap or overlap)"));
 }
 
 TEST_CASE("safetensors: a failed save leaves the previous file intact", "[io][safetensors][atomic]") {

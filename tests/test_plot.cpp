@@ -581,6 +581,8 @@ TEST_CASE("colormap: table ends, interpolation, NaN", "[plot][colormap]") {
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 0.0) == plot::Color{59, 76, 192});
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 0.5) == plot::Color{221, 221, 221});
   CHECK(plot::colormap(plot::Colormap::CoolWarm, 1.0) == plot::Color{180, 4, 38});
+  // Halfway between Moreland's first two of 33 samples, (59, 76, 192) and (68, 90, 204): rounded, not truncated.
+  CHECK(plot::colormap(plot::Colormap::CoolWarm, 1.0 / 64) == plot::Color{64, 83, 198});
   // viridis(0.5) is #21918C in matplotlib's 256-entry table.
   const plot::Color mid = plot::colormap(plot::Colormap::Viridis, 0.5);
   CHECK(std::abs(int(mid.r) - 0x21) <= 2);
@@ -674,6 +676,20 @@ TEST_CASE("read_jsonl: rows in order, blank lines skipped, errors name the file 
   CHECK(rows[1].at("epoch").as_number() == 2);
   CHECK(rows[1].at("note").as_string() == "warm-up done");
   CHECK(!rows[1].contains("train_acc"));
+
+  // A UTF-8 byte-order mark (EF BB BF) before the first line is not part of the JSON; one on a later line is.
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "\xEF\xBB\xBF" << R"({"epoch":1})" << "\n" << R"({"epoch":2})" << "\n";
+  }
+  const auto bom_rows = liere::data::read_jsonl(path);
+  REQUIRE(bom_rows.size() == 2);
+  CHECK(bom_rows[0].at("epoch").as_number() == 1);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << R"({"epoch":1})" << "\n" << "\xEF\xBB\xBF" << R"({"epoch":2})" << "\n";
+  }
+  CHECK_THROWS_WITH(liere::data::read_jsonl(path), Catch::Contains(path + ":2:1:"));
 
   {
     std::ofstream out(path);

@@ -142,6 +142,83 @@ TEST_CASE("bootstrap: deterministic for a seed, different for another", "[bootst
   CHECK((p.diff_lo != r.diff_lo || p.diff_hi != r.diff_hi || p.p_value != r.p_value));
 }
 
+namespace {
+// The q-quantile of sorted values by its definition (Hyndman–Fan type 7, numpy's default): position (m - 1)·q,
+// linear between the order statistics on either side.
+double type7_quantile(const std::vector<double>& sorted, double q) {
+  const double h = double(sorted.size() - 1) * q;
+  const double below = std::floor(h);
+  const std::size_t i = std::size_t(below);
+  const double upper = i + 1 < sorted.size() ? sorted[i + 1] : sorted[i];
+  return (1 - (h - below)) * sorted[i] + (h - below) * upper;
+}
+}  // namespace
+
+TEST_CASE("bootstrap: small cases against resampling by hand with the documented generator", "[bootstrap]") {
+  // bootstrap.hpp: each resample draws n indices with liere::Rng(seed).below(n) into the examples ordered by
+  // outcome. Here the examples already are in that order, so a draw is an index into them, looked up directly.
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    for (double level : {0.5, 0.8, 0.95}) {
+      INFO("seed " << seed << " level " << level);
+      const int B = 9;
+      const std::vector<std::uint8_t> correct = {1, 1, 1, 1, 0, 0, 0};  // right first
+      liere::Rng rng(seed);
+      std::vector<double> acc;
+      for (int r = 0; r < B; ++r) {
+        int hits = 0;
+        for (std::size_t j = 0; j < correct.size(); ++j) hits += correct[rng.below(correct.size())];
+        acc.push_back(hits / double(correct.size()));
+      }
+      std::sort(acc.begin(), acc.end());
+      const auto ci = train::bootstrap_ci(correct, B, level, seed);
+      CHECK(ci.mean == Approx(4.0 / 7).epsilon(1e-15));
+      CHECK(ci.lo == Approx(type7_quantile(acc, (1 - level) / 2)).epsilon(1e-12));
+      CHECK(ci.hi == Approx(type7_quantile(acc, (1 + level) / 2)).epsilon(1e-12));
+    }
+  }
+  // Pairs in the order the implementation groups them: (a right, b wrong), (a wrong, b right), then the rest.
+  struct Case {
+    int n10, n01, n11, n00;
+  };
+  for (const Case c : {Case{1, 3, 5, 3}, Case{4, 1, 2, 5}, Case{2, 2, 4, 4}}) {
+    for (std::uint64_t seed : {5u, 6u}) {
+      INFO("n10 " << c.n10 << " n01 " << c.n01 << " seed " << seed);
+      std::vector<std::uint8_t> a, b;
+      auto add = [&](int count, std::uint8_t x, std::uint8_t y) {
+        a.insert(a.end(), std::size_t(count), x);
+        b.insert(b.end(), std::size_t(count), y);
+      };
+      add(c.n10, 1, 0);
+      add(c.n01, 0, 1);
+      add(c.n11, 1, 1);
+      add(c.n00, 0, 0);
+      const std::size_t n = a.size();
+      const int B = 200;
+      const double level = 0.9;
+      liere::Rng rng(seed);
+      std::vector<double> d;
+      int at_or_below = 0, at_or_above = 0;
+      for (int r = 0; r < B; ++r) {
+        int delta = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          const std::size_t u = rng.below(n);
+          delta += int(a[u]) - int(b[u]);
+        }
+        at_or_below += delta <= 0;
+        at_or_above += delta >= 0;
+        d.push_back(delta / double(n));
+      }
+      std::sort(d.begin(), d.end());
+      const auto res = train::paired_bootstrap(a, b, B, level, seed);
+      const double p = c.n10 == c.n01 ? 1.0 : std::min(1.0, 2.0 * (1 + std::min(at_or_below, at_or_above)) / (B + 1));
+      CHECK(res.diff == Approx(double(c.n10 - c.n01) / n).epsilon(1e-15));
+      CHECK(res.diff_lo == Approx(type7_quantile(d, (1 - level) / 2)).epsilon(1e-12));
+      CHECK(res.diff_hi == Approx(type7_quantile(d, (1 + level) / 2)).epsilon(1e-12));
+      CHECK(res.p_value == Approx(p).epsilon(1e-15));
+    }
+  }
+}
+
 TEST_CASE("paired_bootstrap: clearly different classifiers give a small p", "[bootstrap]") {
   const auto a = bernoulli(1000, 0.80, 21);
   const auto b = bernoulli(1000, 0.60, 22);
@@ -258,7 +335,12 @@ TEST_CASE("paired_bootstrap: equal accuracy gives a large p", "[bootstrap]") {
     paired_counts(500, 120, 120, 260, a, b);
     const auto r = train::paired_bootstrap(a, b, 4000);
     CHECK(r.acc_a == r.acc_b);
-    CHECK(r.p_value > 0.2);
+    CHECK(r.p_value == 1.0);  // bootstrap.hpp: when diff == 0 exactly, p = 1
+    // Also where few resamples fall on 0 and chance puts fewer than half on one side (the formula alone would
+    // then give p < 1 for some of these seeds).
+    std::vector<std::uint8_t> c, d;
+    paired_counts(10, 40, 40, 10, c, d);
+    for (std::uint64_t seed = 0; seed < 20; ++seed) CHECK(train::paired_bootstrap(c, d, 21, 0.95, seed).p_value == 1.0);
     CHECK(r.diff_lo < 0);
     CHECK(r.diff_hi > 0);
   }
@@ -526,6 +608,18 @@ TEST_CASE("ProgressBar: plain lines every 10% with a fake clock", "[progress]") 
   CHECK(lines[4] == "epoch 1/2  5/10  50% loss 2.1 acc 0.5 | 32.00 img/s | 00:05 eta 00:05");
   CHECK(lines[9] == "epoch 1/2 10/10 100% loss 1.6 acc 1 | 32.00 img/s | 00:10");
   CHECK(out.str().find('\r') == std::string::npos);
+
+  // Every 0.1% of 1000 steps is a line at every step, also where 100·k/1000/0.1 rounds to just below k
+  // (k = 3 gives 2.9999999999999996).
+  opt.plain_every_percent = 0.1;
+  std::ostringstream fine;
+  {
+    train::ProgressBar bar(1000, "", fine, opt);
+    for (int i = 1; i <= 1000; ++i) bar.update(i);
+    bar.finish();
+  }
+  const std::string f = fine.str();
+  CHECK(std::count(f.begin(), f.end(), '\n') == 1000);
 }
 
 TEST_CASE("ProgressBar: plain mode on many steps, a stop part-way, steps/s", "[progress]") {
@@ -570,6 +664,19 @@ TEST_CASE("ProgressBar: terminal mode redraws in place at most every 0.1 s", "[p
   const std::string f = out.str();
   CHECK(f.back() == '\n');
   CHECK(f.substr(f.rfind('\r')) == "\reval [##########] 100/100 100% acc 0.5 | 128.0 it/s | 00:01\n");
+
+  // Exactly min_redraw_seconds after the last redraw is soon enough (times in binary fractions, so exact): with
+  // 0.125 s and a step every 1/128 s, every 16th step.
+  t = 0;
+  opt.min_redraw_seconds = 0.125;
+  std::ostringstream exact;
+  train::ProgressBar every16(100, "eval", exact, opt);
+  for (int i = 1; i <= 100; ++i) {
+    t += 1.0 / 128;
+    every16.update(i);
+  }
+  const std::string e = exact.str();
+  CHECK(std::count(e.begin(), e.end(), '\r') == 8);  // steps 1, 17, 33, 49, 65, 81, 97, 100
 }
 
 TEST_CASE("ProgressBar: terminal mode pads a shorter line over a longer one", "[progress]") {

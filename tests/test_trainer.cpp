@@ -5,12 +5,14 @@
 #include <app/compare.hpp>
 #include <app/trainer.hpp>
 #include <catch2/catch.hpp>
+#include <data_tools/plot.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <thread>
@@ -164,6 +166,61 @@ TEST_CASE("trainer: 2 epochs == 1 epoch + save + resume + 1 epoch, bit for bit",
     CHECK(moved == wa.size());
     std::remove(ckpt.c_str());
   }
+}
+
+TEST_CASE("trainer: --resume appends to --metrics; a checkpoint from after the last epoch is refused", "[trainer]") {
+  const std::string ckpt = temp_path("metrics_resume.safetensors"), two = temp_path("metrics_two.safetensors");
+  const std::string m1 = temp_path("metrics_resume.jsonl"), m2 = temp_path("metrics_two.jsonl");
+  for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
+  // One uninterrupted run of 2 epochs, and 1 epoch + save + resume for the second, into one metrics file.
+  const auto uninterrupted = metrics_rows(tiny("liere"), options(2, two), m2);
+  const auto first = metrics_rows(tiny("liere"), options(1, ckpt), m1);
+  const auto resumed = metrics_rows(tiny("liere"), options(2, "", ckpt), m1);
+  REQUIRE_FALSE(first.empty());
+  CHECK(resumed.size() == uninterrupted.size());
+  REQUIRE(resumed.size() > first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(resumed[i] == first[i]);  // epoch 1's rows kept as written
+  // The 2-epoch checkpoint resumed with --epochs 1: nothing left to train, and more epochs done than asked for.
+  std::cerr.setstate(std::ios::failbit);
+  app::Trainer t(tiny("liere"), options(1, "", two), "synthetic");
+  CHECK_THROWS_WITH(t.fit(data(), eval_set()), Catch::Contains("the checkpoint is after epoch 2, more than --epochs 1"));
+  std::cerr.clear();
+  for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
+}
+
+TEST_CASE("compare: split_list drops empty items; the accuracy chart is bar_chart of the results in % with their CIs",
+          "[trainer]") {
+  CHECK(app::split_list("abs,,liere8,") == std::vector<std::string>{"abs", "liere8"});
+  CHECK(app::split_list(",").empty());
+
+  // 2 groups × 2 bars; results[g · 2 + b], with distinct accuracies and interval ends.
+  std::vector<app::EvalResult> r(4);
+  for (int k = 0; k < 4; ++k) {
+    r[std::size_t(k)].acc = 0.5 + 0.1 * k;
+    r[std::size_t(k)].ci = {0.5 + 0.1 * k, 0.45 + 0.1 * k, 0.58 + 0.1 * k};
+  }
+  const std::string got = temp_path("chart.png"), want = temp_path("chart_ref.png");
+  app::write_accuracy_chart(got, "title", "size", {"32", "64"}, {"abs", "liere"}, {&r[0], &r[1], &r[2], &r[3]});
+  plot::BarChart bc;
+  bc.title = "title";
+  bc.x_label = "size";
+  bc.y_label = "accuracy (%)";
+  bc.groups = {"32", "64"};
+  bc.bars = {"abs", "liere"};
+  bc.values = {{50, 60}, {70, 80}};
+  bc.lo = {{45, 55}, {65, 75}};
+  bc.hi = {{58, 68}, {78, 88}};
+  bc.y_min = 0;
+  bc.y_max = 100;
+  plot::bar_chart(want, bc);
+  std::ifstream a(got, std::ios::binary), b(want, std::ios::binary);
+  const std::string ga{std::istreambuf_iterator<char>(a), {}}, wb{std::istreambuf_iterator<char>(b), {}};
+  CHECK_FALSE(ga.empty());
+  CHECK(ga == wb);
+  CHECK_THROWS_WITH(app::write_accuracy_chart(got, "t", "x", {"32"}, {"abs", "liere"}, {&r[0]}),
+                    Catch::Contains("1 results for 1 groups x 2 bars"));
+  std::remove(got.c_str());
+  std::remove(want.c_str());
 }
 
 TEST_CASE("trainer: --resume with another seed or learning rate says so, and with the same settings says nothing",
@@ -498,6 +555,7 @@ TEST_CASE("flags: unknown options, bad values and encoding flags", "[trainer]") 
   CHECK_THROWS_WITH(parse({"--epochs"}), Catch::Contains("--epochs needs a value"));
   CHECK_THROWS_WITH(parse({"--block"}), Catch::Contains("--block needs a value"));
   CHECK_THROWS_WITH(parse({"--bogus"}), Catch::Contains("unknown option --bogus"));
+  CHECK_THROWS_WITH(parse({"--dry-run=1"}), Catch::Equals("--dry-run takes no value"));
   CHECK_THROWS_AS(parse({"--pe", "foo"}), app::UsageError);
   CHECK_THROWS_WITH(parse({"--pe", "foo"}), Catch::Contains("allowed: none, absolute"));
   CHECK_THROWS_WITH(parse({"--block", "5"}), Catch::Contains("supported block sizes"));
@@ -651,6 +709,14 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
   CHECK_THAT(u, Catch::Contains("  FILE...               the inputs\n"));
   CHECK_THAT(u, Catch::Contains("  --n N                 " + std::string(70, 'w') + "\n" + std::string(24, ' ') +
                                 std::string(79, 'w') + "  [3]\n"));
+  // Help text that fills its 86 columns (110 less the 24 of the indent) but for fewer than the default's 5
+  // ("  [3]"): the default goes on a line of its own.
+  app::Flags g("prog", "Summary line.");
+  g.add("m", &n, std::string(84, 'w'));
+  g.add("k", &n, std::string(81, 'w'));
+  CHECK_THAT(g.usage(), Catch::Contains("  --m N                 " + std::string(84, 'w') + "\n" + std::string(24, ' ') +
+                                        "[3]\n"));
+  CHECK_THAT(g.usage(), Catch::Contains("  --k N                 " + std::string(81, 'w') + "  [3]\n"));
 }
 
 TEST_CASE("TrainOptions and CompareOptions: bad values and what a run cannot honour are usage errors before it starts",

@@ -246,6 +246,9 @@ TEST_CASE("UCF101 lists: every malformed line is named with file:line and what w
   CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi 4\r\n"),
              Contains(file + ":2: label '4' is not a class number 1 … 3"));
   CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi x\r\n"), Contains(file + ":2: label 'x'"));
+  // Ten digits: past int's range, still a named error.
+  CHECK_THAT(list_error("Archery/a.avi 1\r\nBowling/b.avi 9999999999\r\n"),
+             Contains(file + ":2: label '9999999999' is not a class number 1 … 3"));
   CHECK_THAT(list_error("Archery/a.avi 1\r\n\r\nBowling/b.avi 3\r\n"),
              Contains(file + ":3: label 3 is class 'Diving' but the clip is in folder 'Bowling'"));
   CHECK_THAT(list_error("Archery/a.avi 1\nBowling/b.avi\n"),
@@ -253,6 +256,8 @@ TEST_CASE("UCF101 lists: every malformed line is named with file:line and what w
   CHECK_THAT(list_error("Archery/a.avi\nBowling/b.avi 2\n"), Contains(file + ":2: expected a path only"));
   CHECK_THAT(list_error("Surfing/s.avi\n"), Contains(file + ":1: folder 'Surfing' is not a class"));
   CHECK_THAT(list_error("a.avi\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
+  CHECK_THAT(list_error("Archery/\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
+  CHECK_THAT(list_error("/a.avi\n"), Contains(file + ":1: expected a path '<Class>/<file>'"));
   CHECK_THAT(list_error("Archery/a.avi 1 extra\n"), Contains(file + ":1: expected '<Class>/<file>.avi <k>'"));
   CHECK_THAT(list_error("Archery/a.avi\nDiving/d.avi\nArchery/a.avi\n"),
              Contains(file + ":3: 'Archery/a.avi' is already listed at line 1"));
@@ -484,6 +489,12 @@ TEST_CASE("UCF101 cache: the second read hits and gives the same bytes; damaged 
     write_file(cache_file, b);
   });
   CHECK_THAT(log.str(), Contains("truncated in the pixels"));
+  reload_after("bytes after the checksum", [&] {
+    Bytes b = read_all(cache_file);
+    b.push_back(0);
+    write_file(cache_file, b);
+  });
+  CHECK_THAT(log.str(), Contains("longer than its header says"));
   reload_after("not a cache file", [&] { write_file(cache_file, Bytes(200, 7)); });
   CHECK_THAT(log.str(), Contains("wrong magic"));
   reload_after("the source changed", [&] {
@@ -520,6 +531,30 @@ TEST_CASE("UCF101 cache: the second read hits and gives the same bytes; damaged 
 }
 
 // ==== the passing task ===========================================================================================
+
+TEST_CASE("passing task: distractors' path centres are spread over the frame, half of them static", "[passing]") {
+  // moving_objects.hpp: "the centre of its path uniform in [0, 1]² · S, static with probability ½".
+  PassingTaskConfig cfg;
+  cfg.distractors = 4;
+  const double S = cfg.size, T1 = cfg.frames - 1;
+  int still = 0, total = 0, outside = 0;
+  double sum_x = 0, sum_y = 0;
+  for (std::uint64_t i = 0; i < 1000; ++i)
+    for (const PassingObject& d : make_passing_scene(cfg, i).distractors) {
+      const double cx = d.x(T1 / 2), cy = d.y(T1 / 2);  // the middle of its path
+      outside += !(cx >= 0 && cx <= S && cy >= 0 && cy <= S);
+      sum_x += cx;
+      sum_y += cy;
+      still += d.vx == 0 && d.vy == 0;
+      ++total;
+    }
+  CHECK(outside == 0);
+  // 4000 draws: the mean of a uniform [0, S] has standard deviation S / sqrt(12 · 4000) ≈ 0.0046 S, a Bernoulli(½)
+  // fraction 0.0079; the bounds are 6 standard deviations.
+  CHECK(std::abs(sum_x / total / S - 0.5) < 0.03);
+  CHECK(std::abs(sum_y / total / S - 0.5) < 0.03);
+  CHECK(std::abs(double(still) / total - 0.5) < 0.05);
+}
 
 TEST_CASE("passing task: balanced labels, deterministic per seed, batches equal single clips", "[passing]") {
   PassingTaskConfig cfg;  // 8 frames of 32×32, 4 classes, 2 distractors
