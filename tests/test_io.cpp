@@ -552,12 +552,16 @@ TEST_CASE("safetensors: bad records and files are refused", "[io][safetensors][e
   CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("is too large"));
   // Offsets must tile the data section: a gap between two tensors, or an overlap, is refused even when the last
   // tensor ends at the end of the file.
-  write_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+  write_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
              std::string(12, '\0'));
-  CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("tensor 'b' starts at data byte 8, expected 4 (gap or overlap)"));
-  write_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+  CHECK_THROWS_WITH(liere::io::load_safetensors(path),
+                    Contains("tensor 'b' starts at data byte 8, expected 4 (gap or overlap)"));
+  write_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
              std::string(12, '\0'));
-  CHECK_THROWS_WITH(liere::io::load_safetensors(path), Contains("tensor 'b' starts at data byte 4, expected 8 (gap or overlap)"));
+  CHECK_THROWS_WITH(liere::io::load_safetensors(path),
+                    Contains("tensor 'b' starts at data byte 4, expected 8 (gap or overlap)"));
 }
 
 TEST_CASE("safetensors: a failed save leaves the previous file intact", "[io][safetensors][atomic]") {

@@ -183,7 +183,8 @@ TEST_CASE("trainer: --resume appends to --metrics; a checkpoint from after the l
   // The 2-epoch checkpoint resumed with --epochs 1: nothing left to train, and more epochs done than asked for.
   std::cerr.setstate(std::ios::failbit);
   app::Trainer t(tiny("liere"), options(1, "", two), "synthetic");
-  CHECK_THROWS_WITH(t.fit(data(), eval_set()), Catch::Contains("the checkpoint is after epoch 2, more than --epochs 1"));
+  CHECK_THROWS_WITH(t.fit(data(), eval_set()),
+                    Catch::Contains("the checkpoint is after epoch 2, more than --epochs 1"));
   std::cerr.clear();
   for (const auto& f : {ckpt, two, m1, m2}) std::remove(f.c_str());
 }
@@ -714,8 +715,8 @@ TEST_CASE("flags: --help lists every flag with its default, long help wrapped un
   app::Flags g("prog", "Summary line.");
   g.add("m", &n, std::string(84, 'w'));
   g.add("k", &n, std::string(81, 'w'));
-  CHECK_THAT(g.usage(), Catch::Contains("  --m N                 " + std::string(84, 'w') + "\n" + std::string(24, ' ') +
-                                        "[3]\n"));
+  CHECK_THAT(g.usage(),
+             Catch::Contains("  --m N                 " + std::string(84, 'w') + "\n" + std::string(24, ' ') + "[3]\n"));
   CHECK_THAT(g.usage(), Catch::Contains("  --k N                 " + std::string(81, 'w') + "  [3]\n"));
 }
 

@@ -18,11 +18,11 @@
 //   When diff == 0 exactly, p = 1. When no resample falls on the other side of 0, p = 2 / (B + 1) is that floor,
 //   not an estimate: all the resamples say is p ≤ 2 / (B + 1) (`p_bound`; p_text writes "p ≤ …").
 //
-// Only counts matter (accuracy is a mean of 0/1 values), so a resample is computed by drawing n uniform
-// indices into the examples ordered by outcome — right before wrong; for pairs (1,0), (0,1), then (1,1) and
-// (0,0) — and counting how many fall into each group. That is the same distribution as resampling the examples
-// themselves, without touching memory. Draws come from liere::Rng (std::mt19937_64, whose sequence the standard fixes) and its
-// unbiased Rng::below (core/rng.hpp), so a seed gives the same result with every standard library.
+// Only counts matter (accuracy is a mean of 0/1 values), so a resample is computed by drawing n uniform indices into
+// the examples ordered by outcome — right before wrong; for pairs (1,0), (0,1), then (1,1) and (0,0) — and counting how
+// many fall into each group. That is the same distribution as resampling the examples themselves, without touching
+// memory. Draws come from liere::Rng (std::mt19937_64, whose sequence the standard fixes) and its unbiased Rng::below
+// (core/rng.hpp), so a seed gives the same result with every standard library.
 #pragma once
 
 #include <cstdint>
