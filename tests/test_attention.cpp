@@ -104,6 +104,16 @@ void check_gradients(Problem p, liere::AttentionRotations<double> rot, std::vect
   }
   liere::attention_backward(p.s, p.qkv.data(), p.qkv.data() + p.kofs, p.qkv.data() + p.vofs, p.ld, rot, mask, g.data(),
                             cache, dqkv.data(), dqkv.data() + p.kofs, dqkv.data() + p.vofs, rot.any() ? &drot : nullptr);
+  {
+    // The backward accumulates (+=) into dq, dk and dv: started at c, they end at c + the gradient above.
+    std::vector<double> acc = random_vector(p.qkv.size());
+    const std::vector<double> c = acc;
+    liere::attention_backward<double>(p.s, p.qkv.data(), p.qkv.data() + p.kofs, p.qkv.data() + p.vofs, p.ld, rot, mask,
+                                      g.data(), cache, acc.data(), acc.data() + p.kofs, acc.data() + p.vofs, nullptr);
+    double worst = 0;
+    for (std::size_t i = 0; i < acc.size(); ++i) raise_error(worst, rel_err(acc[i], c[i] + dqkv[i]));
+    CHECK(worst < 1e-13);
+  }
   // qkv
   auto f = [&](const std::vector<double>& x) {
     Problem q = p;
@@ -193,6 +203,24 @@ TEST_CASE("attention matches a naive implementation, with and without rotations"
       for (int j = 0; j < 5; ++j) z += cache.probs[std::size_t(row) * 5 + j];
       CHECK(z == Approx(1.0).epsilon(1e-14));
     }
+  }
+  // One table per sequence (B·T rows, the general path): each sequence against the naive attention with its rows.
+  Problem p = make_problem(3, 4, 2, 8, true);
+  auto tables = random_rotation_tables(2, 3 * 4, 8, 4, 2);
+  liere::AttentionCache<double> cache;
+  std::vector<double> out(static_cast<std::size_t>(p.s.size()));
+  liere::attention_forward(p.s, p.qkv.data(), p.qkv.data() + p.kofs, p.qkv.data() + p.vofs, p.ld, rotations_of(tables),
+                           {}, out.data(), cache);
+  const std::int64_t seq = 4 * p.ld, oseq = 4 * 2 * 8;  // one sequence of packed qkv, of the output
+  for (int b = 0; b < 3; ++b) {
+    CAPTURE(b);
+    Problem one = make_problem(1, 4, 2, 8, true);
+    std::copy_n(p.qkv.begin() + b * seq, seq, one.qkv.begin());
+    std::vector<Eigen::MatrixXd> per;
+    for (int t = 0; t < 4; ++t)
+      for (int h = 0; h < 2; ++h) per.push_back(tables[h].matrix(b * 4 + t));
+    const std::vector<double> ob(out.begin() + b * oseq, out.begin() + (b + 1) * oseq);
+    CHECK(max_rel_err(ob, naive(one, per, {})) < 1e-13);
   }
 }
 

@@ -163,7 +163,7 @@ TEST_CASE("linear: skipped gradients stay untouched", "[engine][ops]") {
 }
 
 TEST_CASE("layernorm: backward by central differences and the adjoint test (dual numbers)", "[engine][ops]") {
-  const Index N = 4, C = 6;
+  const Index N = 70, C = 6;  // three chunks of kLayerNormChunk = 32 rows, the last one partial
   OpCase op;
   op.name = "layernorm";
   op.x = {random_vector(N * C, -2, 2), random_vector(C, 0.5, 1.5), random_vector(C)};
@@ -364,6 +364,14 @@ TEST_CASE("elementwise: add, add_broadcast, mul, scale, sum", "[engine][ops]") {
     op.backward = [](const Ins&, const Vec& dy, Ins& d) { cpu::sum_backward(dy[0], d[0].data(), 9); };
     op.jvp = [&](const Ins&, const Ins& u) { return op.f(u); };
     check_op(op);
+  }
+  {
+    // sum adds blocks of 4096 values, then the blocks: two full blocks and a partial one, of integers (exact sums).
+    const Index n = 2 * 4096 + 3;
+    Vec x(n);
+    double exact = 0;
+    for (Index i = 0; i < n; ++i) x[i] = double(i % 17) - 8, exact += x[i];
+    CHECK(cpu::sum_forward(x.data(), n) == exact);
   }
 }
 
@@ -604,6 +612,13 @@ TEST_CASE("float kernels on large inputs agree with double; reductions are threa
   cpu::colsum_accumulate(dy.data(), N, C, C, s2.data());
   omp_set_num_threads(threads);
   CHECK(s1 == s2);
+  // ... and the column sums themselves: the 3000 rows are 94 chunks of 32, spread over every lane of the finish.
+  for (Index c = 0; c < C; ++c) {
+    double ref = 0, mag = 0;
+    for (Index n = 0; n < N; ++n) ref += dyd[n * C + c], mag += std::abs(dyd[n * C + c]);
+    INFO("column " << c);
+    CHECK(std::abs(s1[c] - ref) <= 1e-6 * mag);
+  }
 
   // Linear in float against double.
   std::vector<float> yl(N * OC), bl(OC, 0.1f);

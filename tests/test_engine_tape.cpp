@@ -281,6 +281,14 @@ TEST_CASE("tape: inputs without gradients, unused outputs, reshaped views", "[en
       CHECK(fc.weight().grad()(o, c) == Approx(s).epsilon(1e-6));
     }
   for (float v : fc.bias().grad().to_vector()) CHECK(v == 5.0f);
+  // mul with one factor a constant: the other's gradient is dy ⊙ the constant, whichever side the constant is on.
+  for (bool const_first : {true, false}) {
+    INFO("constant first " << const_first);
+    const Var k(random_tensor<float>({6}, rng)), z(random_tensor<float>({6}, rng), true);
+    Tape t2;
+    t2.backward(ops::sum(t2, const_first ? ops::mul(t2, k, z) : ops::mul(t2, z, k)));
+    CHECK(z.grad().to_vector() == k.value().to_vector());
+  }
 }
 
 TEST_CASE("tape: shape mismatches throw errors naming both shapes", "[engine][tape]") {
@@ -315,12 +323,58 @@ TEST_CASE("tensor: views share storage, clones do not; printing of shapes", "[en
   Tensor c = t.clone();
   c(0, 0, 0) = 1.0f;
   CHECK(t(0, 0, 0) == 0.0f);
+  // Copies of every size: one memcpy up to cpu::kCopyGrain elements, then chunks of 2^14 in parallel with a partial
+  // last one; byte tensors whose size is not a multiple of 4 go byte by byte, the others in 4-byte words.
+  for (Index n : {Index(5), cpu::kCopyGrain + 5, 3 * cpu::kCopyGrain + 1}) {
+    INFO("n " << n);
+    Tensor a(Shape{n});
+    for (Index i = 0; i < n; ++i) a(i) = float(i % 1000) - 0.5f;
+    const std::vector<float> back = a.clone().to_vector();
+    REQUIRE(Index(back.size()) == n);
+    Index wrong = 0;
+    for (Index i = 0; i < n; ++i) wrong += back[std::size_t(i)] != float(i % 1000) - 0.5f;
+    CHECK(wrong == 0);
+  }
+  for (Index n : {Index(1), Index(7), Index(8), Index(13)}) {
+    INFO("bytes " << n);
+    std::vector<std::uint8_t> b(static_cast<std::size_t>(n));
+    for (Index i = 0; i < n; ++i) b[std::size_t(i)] = std::uint8_t(3 * i + 1);
+    const auto bt = TensorT<std::uint8_t>::from(Shape{n}, b);
+    CHECK(bt.to_vector() == b);
+    CHECK(bt.clone().to_vector() == b);
+  }
   CHECK_THROWS_WITH(t(2, 0, 0), Catch::Contains("out of range"));
   CHECK(Shape{}.numel() == 1);
   CHECK_THROWS_WITH((Shape{1, 2, 3, 4, 5, 6}), Catch::Contains("at most 5"));
   float buf[6] = {1, 2, 3, 4, 5, 6};
   Tensor w = Tensor::wrap(buf, {2, 3});
   CHECK(w(1, 2) == 6.0f);
+}
+
+TEST_CASE("buffer pool: a released block serves requests of more than half its size, and only those", "[engine][tape]") {
+  BufferPool pool;
+  std::size_t cap = 0;
+  void* p = pool.acquire(256, &cap);
+  REQUIRE(cap == 256);
+  pool.release(p, cap);
+  std::size_t cap2 = 0;
+  void* q = pool.acquire(200, &cap2);  // 256 bytes serve 200 (rounded to 256): the same block
+  CHECK(q == p);
+  CHECK(cap2 == 256);
+  pool.release(q, cap2);
+  q = pool.acquire(128, &cap2);  // 256 ≤ 2·128: still the cached block, with its true capacity
+  CHECK(q == p);
+  CHECK(cap2 == 256);
+  pool.release(q, cap2);
+  void* r = pool.acquire(64, &cap2);  // 256 > 2·64: a fresh 64-byte block, the 256 stay cached
+  CHECK(r != p);
+  CHECK(cap2 == 64);
+  CHECK(pool.stats().reuses == 2);
+  CHECK(pool.stats().allocations == 2);
+  CHECK(pool.stats().bytes_cached == 256);
+  pool.release(r, cap2);
+  pool.trim();
+  CHECK(pool.stats().bytes_cached == 0);
 }
 
 TEST_CASE("tape: activation memory is reused from step to step and released after backward", "[engine][tape]") {

@@ -136,6 +136,19 @@ TEST_CASE("parameter groups: no weight decay for biases, norms, tokens, position
   q.grad().fill(1.0);
   scaled.step();
   CHECK(q.data()[0] == Approx(1.0 - 0.1 * 1.0 / (1.0 + 1e-8)).epsilon(1e-14));
+  // A group's own weight decay and lr_scale reach both decays: AdamW multiplies θ by 1 − lr·lr_scale·λ, Adam adds
+  // the group's λθ to the gradient (not the configuration's default λ, here 0). Zero gradients, first step.
+  ParameterT<double> dw("dw", Shape{1}), l2("l2", Shape{1});
+  dw.value().fill(1.0);
+  l2.value().fill(1.0);
+  optim::AdamT<double> adamw_group(std::vector<optim::ParamGroupT<double>>{{{dw}, 0.1, 0.5, "half"}},
+                                   optim::adamw_config(0.4, 0.0));
+  adamw_group.step();  // m = v = 0: the decay alone moves θ
+  CHECK(dw.data()[0] == Approx(1.0 - 0.4 * 0.5 * 0.1).epsilon(1e-14));
+  optim::AdamT<double> adam_group(std::vector<optim::ParamGroupT<double>>{{{l2}, 0.1, 1.0, "l2"}},
+                                  optim::adam_config(0.4, 0.0));
+  adam_group.step();  // g' = 0 + 0.1·1: the first step moves θ by lr·g'/(|g'| + ε)
+  CHECK(l2.data()[0] == Approx(1.0 - 0.4 * 0.1 / (0.1 + 1e-8)).epsilon(1e-14));
   CHECK_THROWS_WITH((optim::AdamT<double>(std::vector<optim::ParamGroupT<double>>{{{q}, 0.0, 1.0, "a"}, {{q}, 0.0, 1.0, "b"}},
                                           optim::adam_config(0.1))),
                     Catch::Contains("'q' is in two groups"));

@@ -177,6 +177,68 @@ TEST_CASE("ViT gradients in double, every encoding kind", "[vit]") {
   }
 }
 
+TEST_CASE("ViT: mean pooling averages every token (without an encoding, permuting patches changes nothing)", "[vit]") {
+  // Without a position encoding every layer treats the tokens alike, so a mean over all of them cannot tell where a
+  // patch came from: swapping two patches of the image leaves the logits as they were (to rounding). A pool that
+  // missed a token, or read one token alone, would see the swap. The gradient checks cannot: any pool is consistent.
+  VitConfig c = small_config("none");
+  c.pool = liere::nn::Pool::mean;
+  Params<double> params;
+  Vit<double> model(params, c, 1);
+  perturb(params, 4);
+  const Batch b = random_batch(c, 2, 5);
+  auto logits = [&](const liere::TensorT<double>& x) {
+    liere::TapeT<double> tape;
+    auto _ = tape.no_grad();
+    return model.forward(tape, liere::VarT<double>(x)).value().to_vector();
+  };
+  // Patch (0, 0) and patch (1, 2) of the 2×3 grid of 4×4 patches swapped; then two pixels inside patch (0, 0).
+  liere::TensorT<double> swapped = b.x.clone(), inside = b.x.clone();
+  for (Index n = 0; n < 2; ++n)
+    for (Index ch = 0; ch < c.channels; ++ch) {
+      for (Index i = 0; i < 4; ++i)
+        for (Index j = 0; j < 4; ++j) std::swap(swapped(n, ch, i, j), swapped(n, ch, 4 + i, 8 + j));
+      std::swap(inside(n, ch, 0, 0), inside(n, ch, 3, 2));
+    }
+  const std::vector<double> y = logits(b.x), ys = logits(swapped), yi = logits(inside);
+  double same = 0, moved = 0;
+  for (std::size_t k = 0; k < y.size(); ++k) {
+    liere::test::raise_error(same, rel_err(y[k], ys[k]));
+    liere::test::raise_error(moved, rel_err(y[k], yi[k]));
+  }
+  CHECK(same < 1e-12);
+  CHECK(moved > 1e-6);  // not vacuous: the logits do depend on the pixels
+}
+
+TEST_CASE("ViT: the absolute table is added to the tokens (its gradient is the CLS token's and the patch bias's)",
+          "[vit]") {
+  // Row 0 of pe.absolute meets only the CLS token, and rows 1.. meet the patch tokens only through patch bias + row:
+  // d cls_token = d row 0, d patch bias = Σ_{n ≥ 1} d row n. The gradient checks cannot see a table that is never
+  // added (its gradient and its finite differences are both 0); these identities can.
+  VitConfig c = small_config("absolute");
+  Params<double> params;
+  Vit<double> model(params, c, 1);
+  perturb(params, 6);
+  const Batch b = random_batch(c, 2, 7);
+  liere::TapeT<double> tape;
+  liere::VarT<double> x(b.x);
+  tape.backward(liere::ops::cross_entropy(tape, model.forward(tape, x), b.y));
+  const auto table = params["pe.absolute"].grad().to_vector(), cls = params["cls_token"].grad().to_vector(),
+             bias = params["patch_embed.proj.bias"].grad().to_vector();
+  const Index D = c.dim, rows = Index(table.size()) / D;
+  REQUIRE(rows == c.tokens());
+  double worst = 0, size = 0;
+  for (Index d = 0; d < D; ++d) {
+    double patches = 0;
+    for (Index n = 1; n < rows; ++n) patches += table[std::size_t(n * D + d)];
+    liere::test::raise_error(worst, rel_err(table[std::size_t(d)], cls[std::size_t(d)]));
+    liere::test::raise_error(worst, rel_err(patches, bias[std::size_t(d)]));
+    size = std::max(size, std::abs(bias[std::size_t(d)]));
+  }
+  CHECK(worst < 1e-12);
+  CHECK(size > 1e-3);  // not vacuous: the gradients are not all zero
+}
+
 TEST_CASE("3D ViT (tubelets, positions (t, h, w)) gradients in double", "[vit][3d]") {
   SECTION("liere Dim 3, block 4") { check_gradients(video_config("liere", 4)); }
   SECTION("liere Dim 3, block 8 = head dim (dense)") { check_gradients(video_config("liere", 8)); }
