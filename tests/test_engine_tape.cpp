@@ -351,7 +351,8 @@ TEST_CASE("tensor: views share storage, clones do not; printing of shapes", "[en
   CHECK(w(1, 2) == 6.0f);
 }
 
-TEST_CASE("buffer pool: a released block serves requests of more than half its size, and only those", "[engine][tape]") {
+TEST_CASE("buffer pool: a released block serves requests of more than half its size, and only those",
+          "[engine][tape]") {
   BufferPool pool;
   std::size_t cap = 0;
   void* p = pool.acquire(256, &cap);
