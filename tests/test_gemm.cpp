@@ -146,6 +146,11 @@ void check_backend(cpu::GemmBackend b) {
   std::vector<float> c = {1, 2, 3, 4, 5, 6}, a(1), bb(1);
   cpu::gemm<float>(false, false, 2, 3, 0, 1.f, a.data(), 1, bb.data(), 3, 0.5f, c.data(), 3);
   CHECK(c == std::vector<float>{0.5f, 1.f, 1.5f, 2.f, 2.5f, 3.f});
+  // K = 0 with beta = 0 writes zeros and never reads C (NaN there), leaving the padding of C alone.
+  const float nan = std::nanf("");
+  c = {nan, nan, nan, 7.f, nan, nan, nan, 7.f};  // (2, 3) with ldc = 4
+  cpu::gemm<float>(false, false, 2, 3, 0, 1.f, a.data(), 1, bb.data(), 3, 0.f, c.data(), 4);
+  CHECK(c == std::vector<float>{0.f, 0.f, 0.f, 7.f, 0.f, 0.f, 0.f, 7.f});
   cpu::set_gemm_backend(saved);
 }
 
@@ -191,6 +196,8 @@ TEST_CASE("gemm: LIERE_GEMM picks the backend; an unknown name or a missing libr
   else
     CHECK_THROWS_WITH(pick("openblas"),
                       Catch::Contains("LIERE_GEMM=openblas: libopenblas.so.0 (Debian: libopenblas0) cannot be loaded"));
+  // "onednn" is another name for oneDNN.
+  if (cpu::detail::gemm_backend_available(cpu::GemmBackend::Dnnl)) CHECK(pick("onednn") == cpu::GemmBackend::Dnnl);
   CHECK_THROWS_WITH(pick("mkl"), Catch::Contains("expected one of eigen, dnnl, openblas"));
   if (old) setenv("LIERE_GEMM", saved.c_str(), 1);
   else unsetenv("LIERE_GEMM");
@@ -204,4 +211,56 @@ TEST_CASE("gemm: double products stay on Eigen under oneDNN", "[gemm][needs-dnnl
   cpu::gemm<double>(false, false, 3, 3, 3, 1.0, a.data(), b.data(), 0.0, c.data());
   CHECK(c == b);
   cpu::set_gemm_backend(saved);
+}
+
+namespace {
+
+// The dense shorthand (leading dimensions = the stored row lengths) for every transpose combination, on a
+// non-square product of small integers: exact in float and double whatever the order of summation, so the result
+// must equal the double reference bit for bit. With M, N, K all different, a leading dimension taken from the wrong
+// dimension reads the wrong elements (or is refused).
+template <class S>
+void check_dense_shorthand() {
+  const Index M = 3, N = 5, K = 4;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      std::vector<S> a(std::size_t(M * K)), b(std::size_t(K * N)), c(std::size_t(M * N));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = S(int(i * 7 % 9) - 4);
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = S(int(i * 5 % 7) - 3);
+      for (std::size_t i = 0; i < c.size(); ++i) c[i] = S(int(i % 5) - 2);
+      const std::vector<S> c0 = c;
+      cpu::gemm<S>(ta, tb, M, N, K, S(2), a.data(), b.data(), S(-1), c.data());
+      int wrong = 0;
+      for (Index i = 0; i < M; ++i)
+        for (Index j = 0; j < N; ++j) {
+          double s = 0;
+          for (Index k = 0; k < K; ++k)
+            s += double(ta ? a[std::size_t(k * M + i)] : a[std::size_t(i * K + k)]) *
+                 double(tb ? b[std::size_t(j * K + k)] : b[std::size_t(k * N + j)]);
+          wrong += double(c[std::size_t(i * N + j)]) != 2 * s - double(c0[std::size_t(i * N + j)]);
+        }
+      CHECK(wrong == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gemm: the dense shorthand takes the leading dimensions from the stored shapes, every transpose", "[gemm]") {
+  check_dense_shorthand<float>();
+  check_dense_shorthand<double>();
+}
+
+TEST_CASE("gemm: leading dimensions smaller than the stored rows are refused", "[gemm]") {
+  // A (2, 3), B (3, 4), C (2, 4): lda ≥ 3, ldb ≥ 4, ldc ≥ 4 (lda ≥ 2 when A is stored transposed, (3, 2)).
+  std::vector<float> a(12), b(16), c(8);
+  auto call = [&](bool ta, Index lda, Index ldb, Index ldc) {
+    cpu::gemm<float>(ta, false, 2, 4, 3, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), ldc);
+  };
+  CHECK_NOTHROW(call(false, 3, 4, 4));
+  CHECK_NOTHROW(call(true, 2, 4, 4));
+  CHECK_THROWS_WITH(call(false, 2, 4, 4), Catch::Contains("leading dimensions (2, 4, 4) too small"));
+  CHECK_THROWS_WITH(call(true, 1, 4, 4), Catch::Contains("leading dimensions (1, 4, 4) too small"));
+  CHECK_THROWS_WITH(call(false, 3, 3, 4), Catch::Contains("too small"));
+  CHECK_THROWS_WITH(call(false, 3, 4, 3), Catch::Contains("too small"));
 }
