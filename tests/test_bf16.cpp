@@ -22,6 +22,7 @@
 #include <liere/backend/kernels/bf16.hpp>
 #include <liere/backend/kernels/fp16.hpp>
 #include <liere/backend/cpu/gemm_bf16.hpp>
+#include <liere/backend/dispatch.hpp>
 #include <liere/backend/precision.hpp>
 #ifdef LIERE_WITH_CUDA
 #include <liere/backend/cuda/memory.hpp>
@@ -285,11 +286,19 @@ TEST_CASE("--precision: parsing and what each device supports, with clear messag
   if (cpu_bf16) {
     CHECK(why.empty());
     CHECK_NOTHROW(liere::check_precision(Precision::bf16, Device::cpu));
+    // set_precision sets the CPU's products (gemm_act) to bf16, and back.
+    liere::set_precision(Precision::bf16, Device::cpu);
+    CHECK(liere::cpu::gemm_precision() == Precision::bf16);
+    liere::set_precision(Precision::fp32, Device::cpu);
+    CHECK(liere::cpu::gemm_precision() == Precision::fp32);
   } else {
     CHECK(!why.empty());
     REQUIRE_THROWS_WITH(liere::check_precision(Precision::bf16, Device::cpu),
                         Catch::Contains("--precision bf16 is not supported on cpu here: " + why));
   }
+  // A refused precision changes nothing.
+  REQUIRE_THROWS_WITH(liere::set_precision(Precision::fp16, Device::cpu), Catch::Contains("not supported on cpu"));
+  CHECK(liere::cpu::gemm_precision() == Precision::fp32);
   // The CPU products run in fp32 or bf16, nothing else; a refused setting changes nothing.
   REQUIRE_THROWS_WITH(liere::cpu::set_gemm_precision(Precision::tf32), Catch::Contains("fp32 or bf16"));
   CHECK(liere::cpu::gemm_precision() == Precision::fp32);
@@ -301,6 +310,24 @@ TEST_CASE("--precision: parsing and what each device supports, with clear messag
     REQUIRE_THROWS_WITH(liere::cuda::set_gemm_precision(Precision::bf16), Catch::Contains(cuda_why));
   CHECK(liere::cuda::gemm_precision() == Precision::fp32);
 #endif
+}
+
+TEST_CASE("dispatch: the CPU function on cpu; an op with no kernel for the device is an error, never a fallback",
+          "[precision]") {
+  int cpu_calls = 0, cuda_calls = 0;
+  auto cpu_f = [&] { return ++cpu_calls; };
+  auto cuda_f = [&](auto) { return ++cuda_calls; };
+  CHECK(liere::backend::dispatch<float>(liere::Device::cpu, "op_x", cpu_f, cuda_f) == 1);
+  CHECK(liere::backend::dispatch<double>(liere::Device::cpu, "op_x", cpu_f, cuda_f) == 2);
+  // double has no CUDA kernel in any build; float has none in a build without the CUDA backend.
+  REQUIRE_THROWS_WITH(liere::backend::dispatch<double>(liere::Device::cuda, "op_x", cpu_f, cuda_f),
+                      Catch::Contains("op_x") && Catch::Contains("cuda"));
+#ifndef LIERE_WITH_CUDA
+  REQUIRE_THROWS_WITH(liere::backend::dispatch<float>(liere::Device::cuda, "op_x", cpu_f, cuda_f),
+                      Catch::Contains("op_x on cuda: this build has no CUDA backend"));
+#endif
+  CHECK(cpu_calls == 2);
+  CHECK(cuda_calls == 0);
 }
 
 TEST_CASE("bf16: the pack of a strided batch (cuda::gemm_act's operands) takes every element once", "[bf16]") {
@@ -497,6 +524,16 @@ TEST_CASE("gemm_bf16: oneDNN's bf16 GEMM against fp32 arithmetic on the bf16-rou
           for (Index j = c.N; j < ldc; ++j)
             CHECK(std::memcmp(&c16[std::size_t(i * ldc + j)], &c0[std::size_t(i * ldc + j)], 4) == 0);
       }
+  }
+  // K = 0: C = beta · C; beta = 0 writes zeros without reading C (NaN there), the padding of C untouched.
+  {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<bf16> none(1);
+    std::vector<float> z = {nan, nan, nan, 7.f, nan, nan, nan, 7.f}, h = {1, 2, 3, 7, 4, 5, 6, 7};  // (2, 3), ldc 4
+    gemm_bf16(false, false, 2, 3, 0, 1.0f, none.data(), 1, none.data(), 3, 0.0f, z.data(), 4);
+    gemm_bf16(false, false, 2, 3, 0, 1.0f, none.data(), 1, none.data(), 3, 0.5f, h.data(), 4);
+    CHECK(z == std::vector<float>{0, 0, 0, 7, 0, 0, 0, 7});
+    CHECK(h == std::vector<float>{0.5f, 1, 1.5f, 7, 2, 2.5f, 3, 7});
   }
   // fp32 mode: gemm_act is gemm, bit for bit
   std::vector<float> a(12 * 20), b(20 * 9), c1(12 * 9), c2(12 * 9);
