@@ -10,6 +10,8 @@
 #include <liere/optim/loss_scale.hpp>
 #include <vector>
 
+#include "tensor_compare.hpp"
+
 using liere::optim::DynamicLossScale;
 using liere::optim::LossScaleConfig;
 
@@ -121,4 +123,84 @@ TEST_CASE("loss scale: an overflow storm below the floor stops, naming the step 
   LossScaleConfig bad;
   bad.backoff = 1.5;
   REQUIRE_THROWS_WITH(DynamicLossScale(bad), Catch::Contains("0 < backoff < 1") && Catch::Contains("backoff 1.5"));
+}
+
+TEST_CASE("loss scale: the configured growth and backoff factors, a run broken by an overflow, growth up to max_scale",
+          "[loss_scale]") {
+  LossScaleConfig c;
+  c.init = 64;
+  c.growth = 4;
+  c.backoff = 0.25;
+  c.growth_interval = 3;
+  c.max_scale = 1024;
+  DynamicLossScale ls(c);
+  CHECK(ls.update(false, 1));
+  CHECK(ls.update(false, 2));
+  CHECK(ls.scale() == 64);
+  CHECK(ls.update(false, 3));
+  CHECK(ls.scale() == 64 * 4);  // 3 finite steps: × growth
+  CHECK(ls.update(false, 4));
+  CHECK(!ls.update(true, 5));
+  CHECK(ls.scale() == 64);  // × backoff; the finite step before it no longer counts
+  CHECK(ls.update(false, 6));
+  CHECK(ls.update(false, 7));
+  CHECK(ls.scale() == 64);
+  CHECK(ls.update(false, 8));
+  CHECK(ls.scale() == 256);
+  for (std::int64_t step = 9; step <= 11; ++step) CHECK(ls.update(false, step));
+  CHECK(ls.scale() == 1024);  // growth to exactly max_scale is allowed
+  for (std::int64_t step = 12; step <= 17; ++step) CHECK(ls.update(false, step));
+  CHECK(ls.scale() == 1024);  // and no further
+  CHECK(ls.growths() == 3);
+  CHECK(ls.skipped() == 1);
+
+  // The storm's message counts the overflows since the last finite step: 4 → 2, a finite step, 2 → 1 → 0.5 < 1.
+  LossScaleConfig s;
+  s.init = 4;
+  DynamicLossScale storm(s);
+  CHECK(!storm.update(true, 1));
+  CHECK(storm.update(false, 2));
+  CHECK(!storm.update(true, 3));
+  REQUIRE_THROWS_WITH(storm.update(true, 4), Catch::Contains("overflowed fp16 in 2 steps in a row") &&
+                                                 Catch::Contains("(3 steps skipped in all)"));
+}
+
+TEST_CASE("loss scale: unscale_grads divides by the scale and clips the unscaled norm; an overflow leaves all as it was",
+          "[loss_scale]") {
+  using liere::ParameterT;
+  using liere::Shape;
+  using liere::test::raise_error;
+  // Unscaled gradients (3, −4) and (12): norm 13. Scaled by 2¹⁰, exact in float.
+  const std::vector<double> g = {3, -4, 12};
+  const double scale = 1024;
+  ParameterT<float> a("a", Shape{2}), b("b", Shape{1});
+  const std::vector<ParameterT<float>> params = {a, b};
+  float* ga = a.grad().data();
+  float* gb = b.grad().data();
+  auto set_scaled = [&] { ga[0] = float(g[0] * scale), ga[1] = float(g[1] * scale), gb[0] = float(g[2] * scale); };
+
+  // No clipping: the unscaled gradients exactly (a power-of-two scale).
+  set_scaled();
+  REQUIRE(liere::optim::unscale_grads(params, scale));
+  CHECK(ga[0] == 3.0f);
+  CHECK(ga[1] == -4.0f);
+  CHECK(gb[0] == 12.0f);
+
+  // Clipped to 2.6: g · 2.6 / (13 + 1e-6) (torch's clip_grad_norm_ on the unscaled gradients), within the two float
+  // roundings of the coefficient and of the product.
+  set_scaled();
+  REQUIRE(liere::optim::unscale_grads(params, scale, 2.6));
+  const double coef = 2.6 / (13 + 1e-6);
+  double worst = 0;
+  raise_error(worst, std::abs(ga[0] - g[0] * coef) / std::abs(g[0] * coef));
+  raise_error(worst, std::abs(ga[1] - g[1] * coef) / std::abs(g[1] * coef));
+  raise_error(worst, std::abs(gb[0] - g[2] * coef) / std::abs(g[2] * coef));
+  CHECK(worst <= std::ldexp(1.0, -22));
+
+  // An overflow: false, and every gradient as it was.
+  set_scaled();
+  gb[0] = std::numeric_limits<float>::infinity();
+  CHECK(!liere::optim::unscale_grads(params, scale, 2.6));
+  CHECK(ga[0] == float(g[0] * scale));
+  CHECK(ga[1] == float(g[1] * scale));
 }
