@@ -165,7 +165,8 @@ TEST_CASE("loss scale: the configured growth and backoff factors, a run broken b
                                                  Catch::Contains("(3 steps skipped in all)"));
 }
 
-TEST_CASE("loss scale: unscale_grads divides by the scale and clips the unscaled norm; an overflow leaves all as it was",
+TEST_CASE("loss scale: unscale_grads divides by the scale and clips the unscaled norm; "
+          "an overflow leaves all as it was",
           "[loss_scale]") {
   using liere::ParameterT;
   using liere::Shape;
