@@ -2,6 +2,7 @@
 #include <app/flags.hpp>
 
 #include <app/comm.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <utility>
 
